@@ -1,0 +1,140 @@
+"""The lead's shared pieces: device choice, the size knob, source display, input checks,
+notebook set-up and the plot style helpers."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import plotly.graph_objects as go
+import plotly.io as pio
+import pytest
+import torch
+
+import llmviz
+from llmviz import _utils
+from llmviz.plots import _style
+
+
+def test_device_is_a_usable_torch_device():
+    dev = llmviz.device()
+    assert isinstance(dev, torch.device)
+    assert torch.ones(2, device=dev).sum().item() == 2.0
+    if torch.cuda.is_available():
+        assert dev.type == "cuda"
+
+
+def test_scale_defaults_to_cpu_and_reads_env(monkeypatch):
+    monkeypatch.delenv("LLMVIZ_SCALE", raising=False)
+    assert llmviz.scale() == "cpu"
+    assert llmviz.pick(cpu=1, full=2) == 1
+    monkeypatch.setenv("LLMVIZ_SCALE", "FULL")
+    assert llmviz.scale() == "full"
+    assert llmviz.pick(cpu=1, full=2) == 2
+
+
+def test_scale_rejects_unknown_value(monkeypatch):
+    monkeypatch.setenv("LLMVIZ_SCALE", "huge")
+    with pytest.raises(ValueError, match=r"LLMVIZ_SCALE='huge'.*'cpu', 'full'"):
+        llmviz.scale()
+
+
+def test_show_source_returns_real_source_highlighted():
+    src = llmviz.show_source(_utils.pick)
+    assert "def pick(" in repr(src)
+    assert "llmviz._utils.pick" in repr(src)
+    html = src._repr_html_()
+    assert "pick" in html and "<span" in html
+
+
+def test_check_tensor_messages():
+    with pytest.raises(TypeError, match="x must be a torch.Tensor, got list"):
+        _utils.check_tensor([1, 2], "x")
+    with pytest.raises(ValueError, match=r"q must have 4 dimensions, got shape \(2, 3\)"):
+        _utils.check_tensor(torch.zeros(2, 3), "q", ndim=4)
+    with pytest.raises(ValueError, match="3 or 4 dimensions"):
+        _utils.check_tensor(torch.zeros(2), "q", ndim=(3, 4))
+    with pytest.raises(TypeError, match=r"floating-point.*torch.int64.*x.float\(\)"):
+        _utils.check_tensor(torch.zeros(2, dtype=torch.long), "x", floating=True)
+    x = torch.zeros(1, 2, 3, 4)
+    assert _utils.check_tensor(x, "q", ndim=4, floating=True) is x
+
+
+def test_check_choice_and_positive():
+    with pytest.raises(ValueError, match=r"layout='diag' is not supported; choose one of \('half', 'interleaved'\)"):
+        _utils.check_choice("diag", "layout", ("half", "interleaved"))
+    assert _utils.check_choice("half", "layout", ("half", "interleaved")) == "half"
+    with pytest.raises(ValueError, match="eps must be positive, got 0"):
+        _utils.check_positive(0, "eps")
+    with pytest.raises(ValueError, match="window must be non-negative, got -1"):
+        _utils.check_positive(-1, "window", allow_zero=True)
+    assert _utils.check_positive(0, "window", allow_zero=True) == 0
+
+
+def test_setup_notebook_seeds_and_reports(monkeypatch):
+    monkeypatch.delenv("LLMVIZ_BUILD", raising=False)
+    before = pio.renderers.default
+    info = llmviz.setup_notebook(seed=7)
+    a = torch.rand(3)
+    llmviz.setup_notebook(seed=7)
+    assert torch.equal(a, torch.rand(3))
+    text = repr(info)
+    assert f"llmviz {llmviz.__version__}" in text and "seed 7" in text and "device" in text
+    assert pio.renderers.default == before  # outside the build plotly is left alone
+
+
+def test_setup_notebook_in_build_emits_html(monkeypatch):
+    monkeypatch.setenv("LLMVIZ_BUILD", "1")
+    before = pio.renderers.default
+    try:
+        llmviz.setup_notebook()
+        assert pio.renderers.default == "llmviz_book"
+        bundle = pio.renderers["llmviz_book"].to_mimebundle(go.Figure(go.Scatter(y=[1, 2])).to_dict())
+        assert set(bundle) == {"text/html"}
+        assert "plotly-graph-div" in bundle["text/html"]
+        assert "cdn" not in bundle["text/html"].lower()
+    finally:
+        pio.renderers.default = before
+
+
+def test_provenance_names_device_torch_and_sizes():
+    text = _style.provenance("cpu", d_model=64, steps=400)
+    assert text.startswith("cpu · torch ")
+    assert text.endswith("d_model=64, steps=400")
+
+
+def test_footnote_on_matplotlib_and_plotly():
+    fig, ax = plt.subplots()
+    _style.footnote(ax, "cpu · test")
+    assert any(t.get_text() == "cpu · test" for t in fig.texts)
+    plt.close(fig)
+    pfig = go.Figure()
+    _style.footnote(pfig, "cpu · test")
+    assert pfig.layout.annotations[0].text == "cpu · test"
+
+
+def test_save_matplotlib_and_plotly(tmp_path):
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    png = _style.save(ax, tmp_path / "a.png")
+    svg = _style.save(fig, tmp_path / "a.svg")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert svg.read_text().lstrip().startswith("<?xml")
+    plt.close(fig)
+    html = _style.save(go.Figure(go.Scatter(y=[1, 2])), tmp_path / "a.html")
+    text = html.read_text()
+    assert "plotly-graph-div" in text and len(text) > 1_000_000  # plotly.js inlined: opens offline
+    with pytest.raises(ValueError, match=r"plotly figures save to .html.*'a.png'"):
+        _style.save(go.Figure(), tmp_path / "a.png")
+    with pytest.raises(ValueError, match=r"matplotlib figures save to .png, .svg or .pdf, got 'a.jpg'"):
+        _style.save(plt.figure(), tmp_path / "a.jpg")
+
+
+def test_get_ax_creates_or_passes_through():
+    ax = _style.get_ax()
+    assert ax.figure is not None
+    fig, other = plt.subplots()
+    assert _style.get_ax(other) is other
+    plt.close("all")
