@@ -1,0 +1,301 @@
+"""Feed-forward networks and their activations: the MLP and the gated (GLU) family.
+
+Shapes: inputs ``(..., C)`` with C = ``d_model``; the hidden layer has ``d_ff`` units.
+
+* ``MLP``: ``down_proj(act(up_proj(x)))``, two matrices (GPT-2: GELU, ``d_ff = 4 C``).
+* ``GatedMLP``: ``down_proj(act(gate_proj(x)) * up_proj(x))``, three matrices. With ReLU,
+  GELU or SiLU as ``act`` it is ReGLU, GeGLU or SwiGLU (Shazeer 2020, "GLU Variants Improve
+  Transformer"; the gate idea is Dauphin et al. 2017). To keep the parameter count of a
+  ``4 C`` MLP, the hidden size shrinks to ``2/3 * 4 C``: see :func:`glu_hidden_size`.
+
+Activations (Hendrycks & Gimpel 2016 for GELU; Ramachandran et al. 2017 for Swish;
+So et al. 2021, "Primer", for squared ReLU): ``relu``, ``gelu`` (exact, with erf),
+``gelu_tanh`` (the tanh approximation GPT-2 used), ``silu`` (= Swish with beta 1),
+``swish`` (``x * sigmoid(beta x)``, beta fixed or learned) and ``relu2`` (``relu(x) ** 2``).
+Parameter names follow Hugging Face Llama (``gate_proj``, ``up_proj``, ``down_proj``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ._utils import check_choice, check_positive, check_tensor
+
+__all__ = [
+    "relu",
+    "gelu",
+    "gelu_tanh",
+    "silu",
+    "swish",
+    "relu2",
+    "ACTIVATIONS",
+    "Activation",
+    "Swish",
+    "activation",
+    "MLP",
+    "GatedMLP",
+    "glu_hidden_size",
+    "make_ffn",
+    "FFN_KINDS",
+]
+
+
+# ----------------------------------------------------------------------------- activations
+def relu(x: Tensor) -> Tensor:
+    """``max(x, 0)``."""
+    return torch.clamp_min(x, 0.0)
+
+
+def gelu(x: Tensor) -> Tensor:
+    """Exact GELU: ``x * Phi(x)`` with the normal CDF ``Phi(x) = (1 + erf(x / sqrt 2)) / 2``."""
+    return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+
+
+def gelu_tanh(x: Tensor) -> Tensor:
+    """GELU's tanh approximation (GPT-2, HF ``gelu_new``/``gelu_pytorch_tanh``)."""
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
+
+
+def silu(x: Tensor) -> Tensor:
+    """SiLU: ``x * sigmoid(x)``, i.e. Swish with beta = 1."""
+    return x * torch.sigmoid(x)
+
+
+def swish(x: Tensor, beta: float | Tensor = 1.0) -> Tensor:
+    """Swish: ``x * sigmoid(beta * x)``. beta -> 0 gives ``x / 2``; beta -> inf gives ReLU;
+    beta = 1.702 is close to GELU."""
+    return x * torch.sigmoid(beta * x)
+
+
+def relu2(x: Tensor) -> Tensor:
+    """Squared ReLU: ``relu(x) ** 2`` (Primer)."""
+    return torch.clamp_min(x, 0.0).pow(2)
+
+
+#: Name -> function for every activation without parameters.
+ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
+    "relu": relu,
+    "gelu": gelu,
+    "gelu_tanh": gelu_tanh,
+    "silu": silu,
+    "swish": swish,
+    "relu2": relu2,
+}
+
+# The faster torch kernels computing the same functions (tested equal).
+_FUSED: dict[str, Callable[[Tensor], Tensor]] = {
+    "relu": F.relu,
+    "gelu": F.gelu,
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "silu": F.silu,
+}
+
+
+class Activation(nn.Module):
+    """A named activation as a module (so it prints and can sit in ``nn.Sequential``).
+
+    Args:
+        name: one of ``relu, gelu, gelu_tanh, silu, relu2``.
+        fused: use the torch kernel where one exists (same values as the formula).
+    """
+
+    def __init__(self, name: str, *, fused: bool = True) -> None:
+        super().__init__()
+        check_choice(name, "activation", tuple(k for k in ACTIVATIONS if k != "swish"))
+        self.name = name
+        self.fn = _FUSED.get(name, ACTIVATIONS[name]) if fused else ACTIVATIONS[name]
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fn(x)
+
+    def extra_repr(self) -> str:
+        return self.name
+
+
+class Swish(nn.Module):
+    """``x * sigmoid(beta * x)`` with a fixed or learnable scalar beta.
+
+    Args:
+        beta: the (initial) value; 1.0 makes it SiLU.
+        learnable: make beta an ``nn.Parameter`` (initialised to ``beta``, 1.0 by default:
+            a deterministic start that equals SiLU, not a random draw).
+    """
+
+    def __init__(self, beta: float = 1.0, *, learnable: bool = False) -> None:
+        super().__init__()
+        self.learnable = learnable
+        if learnable:
+            self.beta = nn.Parameter(torch.tensor(float(beta)))
+        else:
+            self.register_buffer("beta", torch.tensor(float(beta)), persistent=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return swish(x, self.beta.to(x.dtype))
+
+    def extra_repr(self) -> str:
+        return f"beta={float(self.beta):g}, learnable={self.learnable}"
+
+
+def activation(name: str, *, beta: float = 1.0, learnable: bool = False) -> nn.Module:
+    """Activation module by name: ``relu``, ``gelu``, ``gelu_tanh``, ``silu``, ``swish``, ``relu2``.
+
+    ``beta``/``learnable`` apply to ``"swish"`` only.
+    """
+    check_choice(name, "activation", tuple(ACTIVATIONS))
+    if name == "swish":
+        return Swish(beta, learnable=learnable)
+    return Activation(name)
+
+
+def _as_module(act: str | nn.Module | Callable) -> nn.Module:
+    if isinstance(act, str):
+        return activation(act)
+    if isinstance(act, nn.Module):
+        return act
+    if callable(act):
+        return _Lambda(act)
+    raise TypeError(f"activation must be a name, an nn.Module or a callable, got {type(act).__name__}")
+
+
+class _Lambda(nn.Module):
+    def __init__(self, fn: Callable[[Tensor], Tensor]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fn(x)
+
+
+def _check_input(x: Tensor, d: int, who: str) -> None:
+    check_tensor(x, "x", floating=True)
+    if x.shape[-1] != d:
+        raise ValueError(
+            f"{who} expects inputs with last dimension d_model={d}, got shape {tuple(x.shape)}"
+        )
+
+
+# ----------------------------------------------------------------------------- blocks
+class MLP(nn.Module):
+    """Two-layer feed-forward network ``down_proj(act(up_proj(x)))``.
+
+    Args:
+        d_model: model width C.
+        d_ff: hidden width (GPT-2: ``4 * d_model``).
+        activation: a name (see :func:`activation`), a module or a callable.
+        bias: biases on both projections (GPT-2: yes).
+        dropout: dropout on the output (0 = off).
+    """
+
+    def __init__(
+        self, d_model: int, d_ff: int, *, activation: str | nn.Module | Callable = "gelu",
+        bias: bool = True, dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        check_positive(d_model, "d_model")
+        check_positive(d_ff, "d_ff")
+        self.d_model, self.d_ff = d_model, d_ff
+        self.up_proj = nn.Linear(d_model, d_ff, bias=bias)
+        self.act = _as_module(activation)
+        self.down_proj = nn.Linear(d_ff, d_model, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``(..., C) -> (..., C)``."""
+        _check_input(x, self.d_model, "MLP")
+        return self.dropout(self.down_proj(self.act(self.up_proj(x))))
+
+
+class GatedMLP(nn.Module):
+    """Gated feed-forward ``down_proj(act(gate_proj(x)) * up_proj(x))`` (the GLU family).
+
+    ``activation="silu"`` is SwiGLU (Llama, Mistral), ``"gelu"``/``"gelu_tanh"`` GeGLU (Gemma
+    uses the tanh form), ``"relu"`` ReGLU. Same computation as Hugging Face ``LlamaMLP``.
+
+    Args:
+        d_model: model width C.
+        d_ff: hidden width; :func:`glu_hidden_size` gives the parameter-matched value.
+        activation: applied to the gate branch.
+        bias: biases on the three projections (Llama: none).
+        dropout: dropout on the output.
+    """
+
+    def __init__(
+        self, d_model: int, d_ff: int, *, activation: str | nn.Module | Callable = "silu",
+        bias: bool = False, dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        check_positive(d_model, "d_model")
+        check_positive(d_ff, "d_ff")
+        self.d_model, self.d_ff = d_model, d_ff
+        self.gate_proj = nn.Linear(d_model, d_ff, bias=bias)
+        self.up_proj = nn.Linear(d_model, d_ff, bias=bias)
+        self.down_proj = nn.Linear(d_ff, d_model, bias=bias)
+        self.act = _as_module(activation)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``(..., C) -> (..., C)``."""
+        _check_input(x, self.d_model, "GatedMLP")
+        return self.dropout(self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x)))
+
+
+def glu_hidden_size(
+    d_model: int, *, mult: int = 4, multiple_of: int = 1, ffn_dim_multiplier: float | None = None
+) -> int:
+    """Hidden size of a gated MLP with the parameters of a ``mult * d_model`` MLP.
+
+    A plain MLP has ``2 * C * (mult C)`` weights, a gated one ``3 * C * h``; equal when
+    ``h = 2/3 * mult * C``. Meta's Llama code computes it as::
+
+        hidden = int(2 * (mult * d_model) / 3)
+        if ffn_dim_multiplier is not None:         # Llama 2 34B/70B, Llama 3
+            hidden = int(ffn_dim_multiplier * hidden)
+        hidden = multiple_of * ceil(hidden / multiple_of)   # round UP for fast kernels
+
+    e.g. Llama 7B: d_model 4096, multiple_of 256 -> 11008.
+
+    Args:
+        d_model: model width C.
+        mult: the plain MLP's expansion (4).
+        multiple_of: round the result up to a multiple of this (1 = no rounding).
+        ffn_dim_multiplier: Llama's optional extra factor.
+    """
+    check_positive(d_model, "d_model")
+    check_positive(mult, "mult")
+    check_positive(multiple_of, "multiple_of")
+    hidden = int(2 * (mult * d_model) / 3)
+    if ffn_dim_multiplier is not None:
+        check_positive(ffn_dim_multiplier, "ffn_dim_multiplier")
+        hidden = int(ffn_dim_multiplier * hidden)
+    return multiple_of * ((hidden + multiple_of - 1) // multiple_of)
+
+
+#: Names accepted by :func:`make_ffn` and their default activation.
+FFN_KINDS = {"mlp": "gelu", "swiglu": "silu", "geglu": "gelu", "reglu": "relu"}
+
+
+def make_ffn(
+    kind: str, d_model: int, d_ff: int, *, activation: str | nn.Module | None = None,
+    bias: bool | None = None, dropout: float = 0.0,
+) -> nn.Module:
+    """Build a feed-forward block by name.
+
+    Args:
+        kind: ``"mlp"`` (GELU by default, bias by default), or a gated kind ``"swiglu"``,
+            ``"geglu"``, ``"reglu"`` (no bias by default).
+        d_model, d_ff: widths.
+        activation: override the kind's activation (e.g. ``"gelu_tanh"`` for Gemma's GeGLU,
+            ``"relu2"`` for a Primer MLP).
+        bias: override the kind's bias default.
+        dropout: output dropout.
+    """
+    check_choice(kind, "ffn kind", tuple(FFN_KINDS))
+    act = activation if activation is not None else FFN_KINDS[kind]
+    if kind == "mlp":
+        return MLP(d_model, d_ff, activation=act, bias=True if bias is None else bias, dropout=dropout)
+    return GatedMLP(d_model, d_ff, activation=act, bias=False if bias is None else bias, dropout=dropout)
