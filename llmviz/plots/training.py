@@ -1,0 +1,271 @@
+"""Training figures: loss curves, loss/perplexity against evaluation length, divergence maps.
+
+Axes-level functions take ``ax=None`` and return the ``Axes``; nothing calls ``plt.show()``.
+Inputs are what :mod:`llmviz.train` produces (:class:`~llmviz.train.History`,
+:class:`~llmviz.train.LengthEval`) or plain numbers/arrays/tensors.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import matplotlib as mpl
+import numpy as np
+import plotly.graph_objects as go
+import torch
+
+from .._utils import check_choice
+from ..train import History, LengthEval
+from ._style import PALETTE, SEQUENTIAL, get_ax
+
+__all__ = [
+    "plot_training_curves",
+    "plot_length_curves",
+    "length_traces",
+    "divergence_grid",
+    "plot_divergence_map",
+]
+
+_CURVE_METRICS = ("loss", "lr", "grad_norm")
+_LENGTH_METRICS = ("loss", "perplexity")
+
+
+def _series(run: Any, metric: str) -> tuple[list[float], bool]:
+    """(values, diverged) from a History or a plain sequence of numbers."""
+    if isinstance(run, History):
+        return list(getattr(run, metric)), run.diverged
+    if isinstance(run, torch.Tensor):
+        run = run.detach().cpu().tolist()
+    values = [float(v) for v in run]
+    return values, not all(math.isfinite(v) for v in values)
+
+
+def _smooth(values: np.ndarray, window: int) -> np.ndarray:
+    if window <= 1 or len(values) < window:
+        return values
+    kernel = np.ones(window) / window
+    head = np.array([values[: i + 1].mean() for i in range(window - 1)])
+    return np.concatenate([head, np.convolve(values, kernel, mode="valid")])
+
+
+def _as_runs(runs: Any) -> dict[str, Any]:
+    if isinstance(runs, Mapping):
+        return {str(k): v for k, v in runs.items()}
+    if isinstance(runs, History) or (
+        isinstance(runs, Sequence) and runs and isinstance(runs[0], (int, float))
+    ):
+        return {"run": runs}
+    if isinstance(runs, torch.Tensor) and runs.ndim == 1:
+        return {"run": runs}
+    if isinstance(runs, Sequence):
+        return {f"run {i}": r for i, r in enumerate(runs)}
+    raise TypeError(
+        f"runs must be a History, a sequence of Histories, or a mapping name -> History, "
+        f"got {type(runs).__name__}"
+    )
+
+
+def plot_training_curves(
+    runs: Any,
+    *,
+    metric: str = "loss",
+    ax: Any = None,
+    log_y: bool = False,
+    smooth: int = 1,
+    colors: Mapping[str, str] | None = None,
+) -> Any:
+    """One line per run of ``metric`` against optimiser step.
+
+    Args:
+        runs: a :class:`History`, a list of them, or ``{name: History or sequence of values}``.
+        metric: ``"loss"``, ``"lr"`` or ``"grad_norm"``.
+        ax: Axes to draw on (a new one if None).
+        log_y: logarithmic y axis.
+        smooth: moving-average window in steps (1: raw values). Non-finite values are never
+            smoothed away: a run that diverged ends in an ``x`` marker at its last finite step.
+        colors: optional ``{name: colour}``; otherwise the Okabe-Ito palette in order.
+
+    Returns:
+        The Axes.
+    """
+    check_choice(metric, "metric", _CURVE_METRICS)
+    if smooth < 1:
+        raise ValueError(f"smooth must be a window of at least 1 step, got {smooth}")
+    ax = get_ax(ax)
+    for i, (name, run) in enumerate(_as_runs(runs).items()):
+        values, diverged = _series(run, metric)
+        y = np.asarray(values, dtype=float)
+        finite = np.isfinite(y)
+        n_ok = int(np.argmin(finite)) if not finite.all() else len(y)
+        x = np.arange(n_ok)
+        y_ok = _smooth(y[:n_ok], smooth)
+        color = (colors or {}).get(name, PALETTE[i % len(PALETTE)])
+        label = f"{name} (diverged)" if diverged else name
+        ax.plot(x, y_ok, color=color, label=label, lw=1.4)
+        if diverged and n_ok > 0:
+            ax.plot([x[-1]], [y_ok[-1]], marker="x", color=color, ms=9, mew=2, ls="none")
+    if log_y:
+        ax.set_yscale("log")
+    ax.set_xlabel("optimiser step")
+    ax.set_ylabel({"loss": "training loss (nats/token)", "lr": "learning rate",
+                   "grad_norm": "gradient norm (before clipping)"}[metric])
+    ax.legend(frameon=False, fontsize=8)
+    ax.grid(alpha=0.3)
+    return ax
+
+
+def _length_values(result: Any, metric: str) -> tuple[list[int], list[float]]:
+    if isinstance(result, LengthEval):
+        data = result.as_dict(metric)
+    elif isinstance(result, Mapping):
+        data = {int(k): float(v) for k, v in result.items()}
+    else:
+        raise TypeError(
+            "each result must be a LengthEval or a mapping {length: value}, got "
+            f"{type(result).__name__}"
+        )
+    lengths = sorted(data)
+    return lengths, [data[n] for n in lengths]
+
+
+def plot_length_curves(
+    results: Mapping[str, Any],
+    *,
+    metric: str = "perplexity",
+    train_len: int | None = None,
+    ax: Any = None,
+    log_y: bool = False,
+    colors: Mapping[str, str] | None = None,
+) -> Any:
+    """Loss or perplexity against evaluation length, one line per scheme (log2 x axis).
+
+    Args:
+        results: ``{scheme: LengthEval or {length: value}}``. For a ``LengthEval`` the metric
+            is taken from it; for a plain mapping the values are drawn as given.
+        metric: ``"perplexity"`` or ``"loss"`` (axis label; selects the LengthEval field).
+        train_len: draws a dashed vertical line at the training length.
+        ax: Axes to draw on (a new one if None).
+        log_y: logarithmic y axis (perplexities spanning decades).
+        colors: optional ``{scheme: colour}``.
+
+    Returns:
+        The Axes.
+    """
+    check_choice(metric, "metric", _LENGTH_METRICS)
+    if not results:
+        raise ValueError("results is empty; pass {scheme: LengthEval} for at least one scheme")
+    ax = get_ax(ax)
+    ticks: set[int] = set()
+    for i, (name, result) in enumerate(results.items()):
+        lengths, values = _length_values(result, metric)
+        ticks.update(lengths)
+        color = (colors or {}).get(name, PALETTE[i % len(PALETTE)])
+        ax.plot(lengths, values, marker="o", color=color, label=str(name), lw=1.6)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted(ticks), [str(t) for t in sorted(ticks)])
+    ax.minorticks_off()
+    if train_len is not None:
+        ax.axvline(train_len, color="#666", ls="--", lw=1, label=f"training length ({train_len})")
+    if log_y:
+        ax.set_yscale("log")
+    ax.set_xlabel("evaluation length T (tokens)")
+    ax.set_ylabel("perplexity" if metric == "perplexity" else "loss (nats/token)")
+    ax.legend(frameon=False, fontsize=8)
+    ax.grid(alpha=0.3)
+    return ax
+
+
+def length_traces(
+    results: Mapping[str, Any],
+    *,
+    metric: str = "perplexity",
+    colors: Mapping[str, str] | None = None,
+    highlight: str | None = None,
+) -> list[go.Scatter]:
+    """Plotly traces of :func:`plot_length_curves` (one per scheme, same order every call), for
+    figures and explorers on the static site. ``highlight`` draws one scheme thicker."""
+    check_choice(metric, "metric", _LENGTH_METRICS)
+    traces = []
+    for i, (name, result) in enumerate(results.items()):
+        lengths, values = _length_values(result, metric)
+        color = (colors or {}).get(name, PALETTE[i % len(PALETTE)])
+        width = 4 if name == highlight else 1.8
+        traces.append(
+            go.Scatter(x=lengths, y=values, mode="lines+markers", name=str(name),
+                       line={"color": color, "width": width})
+        )
+    return traces
+
+
+def divergence_grid(
+    histories: Mapping[tuple[float, int], History]
+) -> tuple[list[float], list[int], np.ndarray]:
+    """``{(lr, warmup): History}`` -> ``(lrs, warmups, final)`` with ``final`` of shape
+    ``(len(warmups), len(lrs))`` holding each run's final loss, ``nan`` where it diverged or is
+    missing."""
+    if not histories:
+        raise ValueError("histories is empty; pass {(lr, warmup): History}")
+    lrs = sorted({float(k[0]) for k in histories})
+    warmups = sorted({int(k[1]) for k in histories})
+    final = np.full((len(warmups), len(lrs)), np.nan)
+    for (lr, warmup), h in histories.items():
+        final[warmups.index(int(warmup)), lrs.index(float(lr))] = h.final_loss
+    return lrs, warmups, final
+
+
+def plot_divergence_map(
+    final_loss: Any,
+    *,
+    lrs: Sequence[float],
+    warmups: Sequence[int],
+    ax: Any = None,
+    vmin: float | None = None,
+    vmax: float | None = None,
+    annotate: bool = True,
+    cmap: str = SEQUENTIAL,
+) -> Any:
+    """Heatmap of final loss over a learning-rate x warmup grid; diverged runs in grey with ``x``.
+
+    Args:
+        final_loss: ``(len(warmups), len(lrs))`` array/tensor; ``nan``/``inf`` = diverged.
+        lrs: learning rates (columns), warmups: warmup steps (rows).
+        ax: Axes to draw on (a new one if None).
+        vmin, vmax: colour limits (pass the same ones to compare several maps; default: the
+            finite values' range, nothing clipped).
+        annotate: write each cell's loss.
+
+    Returns:
+        The Axes.
+    """
+    grid = np.asarray(
+        final_loss.detach().cpu() if isinstance(final_loss, torch.Tensor) else final_loss,
+        dtype=float,
+    )
+    if grid.shape != (len(warmups), len(lrs)):
+        raise ValueError(
+            f"final_loss has shape {grid.shape}, expected (len(warmups), len(lrs)) = "
+            f"({len(warmups)}, {len(lrs)})"
+        )
+    ax = get_ax(ax, figsize=(1.0 + 0.8 * len(lrs), 1.2 + 0.5 * len(warmups)))
+    bad = ~np.isfinite(grid)
+    finite = grid[~bad]
+    lo = vmin if vmin is not None else (finite.min() if finite.size else 0.0)
+    hi = vmax if vmax is not None else (finite.max() if finite.size else 1.0)
+    colormap = mpl.colormaps[cmap].with_extremes(bad="#bbbbbb")
+    image = ax.imshow(np.ma.masked_invalid(grid), cmap=colormap, vmin=lo, vmax=hi,
+                      aspect="auto", origin="lower")
+    ax.figure.colorbar(image, ax=ax, label="final training loss")
+    for r, c in zip(*np.nonzero(bad)):
+        ax.text(c, r, "x", ha="center", va="center", color="#333", fontsize=11, fontweight="bold")
+    if annotate:
+        mid = (lo + hi) / 2
+        for r, c in zip(*np.nonzero(~bad)):
+            ax.text(c, r, f"{grid[r, c]:.2f}", ha="center", va="center", fontsize=7,
+                    color="white" if grid[r, c] < mid else "black")
+    ax.set_xticks(range(len(lrs)), [f"{v:g}" for v in lrs])
+    ax.set_yticks(range(len(warmups)), [str(w) for w in warmups])
+    ax.set_xlabel("peak learning rate")
+    ax.set_ylabel("warmup steps")
+    ax.set_title("x = diverged", fontsize=9, loc="right")
+    return ax
