@@ -29,13 +29,13 @@ __all__ = [
 #: Position schemes: added once at the input (learned, sinusoidal) or inside attention (rope, alibi).
 POSITIONS = ("none", "learned", "sinusoidal", "rope", "alibi")
 #: Norm kinds understood by :func:`llmviz.norms.make_norm`.
-NORMS = ("layer", "rms", "rms_gemma")
+NORMS = ("layer", "layer_nobias", "rms", "rms_gemma")
 #: Where the norms sit in a block (see :class:`llmviz.blocks.TransformerBlock`).
 PLACEMENTS = ("pre", "post", "sandwich", "deepnorm")
 #: Feed-forward kinds understood by :func:`llmviz.ffn.make_ffn`.
 FFNS = ("mlp", "swiglu", "geglu", "reglu")
-#: Activations for the plain MLP (GLU kinds fix their own).
-ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "relu2")
+#: Activations: of the plain MLP, or of the gate branch of a GLU (None = the kind's default).
+ACTIVATIONS = (None, "relu", "gelu", "gelu_tanh", "silu", "relu2")
 #: Per-head norm applied to queries and keys before the dot product.
 QK_NORMS = (None, "rms", "layer")
 _ROPE_LAYOUTS = ("half", "interleaved")
@@ -76,14 +76,14 @@ class ModelConfig:
     rope_layout: str = "half"  # "half" (GPT-NeoX/Llama, rotate-half) or "interleaved" (GPT-J)
     rotary_dim: int | None = None  # partial rotary: rotate only the first rotary_dim dims of a head
     # --- normalisation ------------------------------------------------------------------------
-    norm: str = "rms"  # one of NORMS ("rms_gemma" scales by 1 + weight)
+    norm: str = "rms"  # one of NORMS ("rms_gemma" scales by 1 + weight; "layer_nobias": PaLM, OLMo)
     norm_eps: float = 1e-5  # epsilon inside the square root
     placement: str = "pre"  # one of PLACEMENTS
     embed_norm: bool = False  # a norm right after the token embedding (BLOOM's stability trick)
     # --- block --------------------------------------------------------------------------------
     parallel: bool = False  # GPT-J/PaLM: y = x + Attn(N(x)) + FFN(N(x)) with one shared norm
     ffn: str = "swiglu"  # one of FFNS
-    activation: str = "gelu"  # activation of the plain MLP (ignored by GLU kinds)
+    activation: str | None = None  # None: the ffn kind's own (mlp gelu, swiglu silu, geglu gelu, reglu relu)
     bias: bool = False  # biases in the feed-forward (and attention, unless attn_bias says otherwise)
     attn_bias: bool | None = None  # biases in q/k/v/o projections; None -> same as bias
     tie_embeddings: bool = True  # lm_head shares the token-embedding matrix
