@@ -370,3 +370,26 @@ def test_sliding_window_module_matches_explicit_mask():
     x = torch.randn(1, 6, 16)
     _, w = m(x, return_weights=True)
     assert (w.masked_select(~sliding_window_mask(6, window=2).expand_as(w)) == 0).all()
+
+
+def test_module_matches_hf_llama_attention(device):
+    rope_mod = pytest.importorskip("llmviz.position.rope")
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding
+
+    cfg = LlamaConfig(hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+                      max_position_embeddings=64, rope_theta=10000.0, attention_bias=False)
+    cfg._attn_implementation = "eager"
+    torch.manual_seed(0)
+    hf = LlamaAttention(cfg, layer_idx=0).to(device).eval()
+    ours = MultiHeadAttention(32, 4, n_kv_heads=2, rope=rope_mod.RotaryEmbedding(8)).to(device).eval()
+    res = ours.load_state_dict(hf.state_dict(), strict=False)
+    assert not res.unexpected_keys and all(k.startswith("rope.") for k in res.missing_keys)
+    x = torch.randn(2, 7, 32, device=device)
+    pos = torch.arange(7, device=device)[None].expand(2, 7)
+    cos, sin = LlamaRotaryEmbedding(cfg).to(device)(x, pos)
+    additive = torch.zeros(7, 7, device=device).masked_fill(~causal_mask(7, device=device), torch.finfo(torch.float32).min)
+    hf_out, hf_w = hf(x, (cos, sin), additive[None, None])
+    out, w = ours(x, return_weights=True)
+    torch.testing.assert_close(w, hf_w, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(out, hf_out, atol=1e-5, rtol=1e-4)

@@ -1,0 +1,118 @@
+"""Per-head summaries of attention weights: what does each head look at?
+
+Shape letters: L layers, B batch, H heads, T queries, S keys.
+
+Input: weights ``(T, S)``, ``(H, T, S)``, ``(B, H, T, S)`` or a per-layer list of
+``(B, H, T, S)`` (what Hugging Face returns with ``output_attentions=True``). Queries are the
+last ``T`` of the ``S`` key positions (query ``i`` sits at ``S - T + i``).
+
+Every metric is a number in ``[0, 1]`` per head, averaged over batch and over the query rows
+where it is defined:
+
+* ``entropy``: row entropy divided by ``log(n)``, ``n`` = number of keys the row may see
+  (causal rows see ``S - T + i + 1`` keys). 0 = all mass on one key, 1 = uniform. Rows that
+  see a single key are skipped (their entropy is 0/0).
+* ``diagonal``: mass on the query's own position.
+* ``previous``: mass on the key just before the query (rows at position 0 skipped).
+* ``local``: mass within the ``window`` most recent keys (distance ``0..window-1``; both
+  sides when not causal). It is the share of the row's own mass, so a purely local head scores
+  exactly 1 whatever ``window`` and ``T`` are.
+* ``first``: mass on key 0, the "attention sink" (Xiao et al. 2023); rows at position 0 skipped.
+
+Unlike a ``1 - std`` score or a local sum divided by the row length, these do not drift with
+sequence length, and a causal mask does not make every head "backward-looking".
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+
+__all__ = ["head_metrics", "METRICS"]
+
+#: Names of the metrics, in display order.
+METRICS = ("entropy", "diagonal", "previous", "local", "first")
+
+
+def _as_bhts(weights) -> torch.Tensor:
+    w = torch.as_tensor(weights).detach().float()
+    if w.ndim == 2:
+        return w[None, None]  # (1, 1, T, S)
+    if w.ndim == 3:
+        return w[None]  # (1, H, T, S)
+    if w.ndim == 4:
+        return w
+    raise ValueError(
+        f"weights must be (T, S), (H, T, S), (B, H, T, S) or a list of (B, H, T, S) per layer; "
+        f"got shape {tuple(w.shape)}"
+    )
+
+
+def _is_causal(w: torch.Tensor, d: torch.Tensor) -> bool:
+    return bool((w.masked_select((d < 0).expand_as(w)).abs() <= 1e-6).all())
+
+
+def _one_layer(w: torch.Tensor, window: int, causal: bool | None) -> dict[str, torch.Tensor]:
+    B, H, T, S = w.shape
+    if S < T:
+        raise ValueError(f"weights have more queries ({T}) than keys ({S}); expected T <= S")
+    q_pos = torch.arange(S - T, S, device=w.device)  # (T,)
+    d = q_pos[:, None] - torch.arange(S, device=w.device)[None, :]  # (T, S) query - key
+    if causal is None:
+        causal = _is_causal(w, d)
+    n_allowed = (q_pos + 1).float() if causal else torch.full((T,), float(S), device=w.device)
+
+    def avg(per_row: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        # per_row (B, H, T); average over batch and the selected rows -> (H,)
+        sel = per_row[..., rows]
+        if sel.shape[-1] == 0:
+            return torch.full((H,), float("nan"), device=w.device)
+        return sel.mean(dim=(0, 2))
+
+    plogp = torch.where(w > 0, w * w.clamp_min(1e-30).log(), torch.zeros_like(w))
+    ent = -plogp.sum(-1)  # (B, H, T)
+    multi = n_allowed > 1
+    ent = ent / torch.where(multi, n_allowed, torch.full_like(n_allowed, math.e)).log()
+    local_band = (d.abs() < window) & ((d >= 0) if causal else torch.ones_like(d, dtype=torch.bool))
+    has_prev = q_pos >= 1
+    diag = w.gather(-1, q_pos.view(1, 1, T, 1).expand(B, H, T, 1)).squeeze(-1)  # (B, H, T)
+    prev_idx = (q_pos - 1).clamp_min(0).view(1, 1, T, 1).expand(B, H, T, 1)
+    prev = w.gather(-1, prev_idx).squeeze(-1)  # (B, H, T)
+    return {
+        "entropy": avg(ent, multi),
+        "diagonal": avg(diag, torch.ones(T, dtype=torch.bool, device=w.device)),
+        "previous": avg(prev, has_prev),
+        "local": avg((w * local_band).sum(-1), torch.ones(T, dtype=torch.bool, device=w.device)),
+        "first": avg(w[..., 0], has_prev),
+    }
+
+
+def head_metrics(
+    weights: torch.Tensor | Sequence[torch.Tensor],
+    *,
+    window: int = 4,
+    causal: bool | None = None,
+) -> dict[str, torch.Tensor]:
+    """Entropy, diagonal, previous-token, local-window and first-token mass per head.
+
+    Args:
+        weights: attention weights, ``(T, S)``, ``(H, T, S)``, ``(B, H, T, S)``, or a per-layer
+            list of ``(B, H, T, S)``.
+        window: local window size for ``local`` (keys at distance ``< window``).
+        causal: whether rows could only see earlier keys (sets the entropy normaliser and the
+            local band). None infers it: causal if no weight lies above the diagonal.
+
+    Returns:
+        dict ``name -> tensor`` with one value per head: shape ``(H,)`` for one layer,
+        ``(L, H)`` for a list of layers. See the module docstring for definitions.
+    """
+    if not isinstance(window, int) or window < 1:
+        raise ValueError(f"window must be a positive int, got {window!r}")
+    if isinstance(weights, (list, tuple)):
+        if not weights:
+            raise ValueError("weights is an empty list; expected one (B, H, T, S) per layer")
+        per_layer = [_one_layer(_as_bhts(w), window, causal) for w in weights]
+        return {k: torch.stack([m[k] for m in per_layer]) for k in METRICS}  # (L, H)
+    return _one_layer(_as_bhts(weights), window, causal)
