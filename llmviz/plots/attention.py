@@ -1,0 +1,362 @@
+"""Drawing attention: heatmaps, head grids, a model view, mask galleries and head metrics.
+
+Every function accepts what :func:`llmviz.attention.scaled_dot_product_attention` and Hugging
+Face (``output_attentions=True``) return: ``(T, S)``, ``(H, T, S)``, ``(B, H, T, S)`` or a
+per-layer list of ``(B, H, T, S)``, as torch tensors or numpy arrays, with ``layer=``,
+``batch=`` and ``head=`` selectors. Rows are queries (T), columns keys (S); queries are the
+last T of the S key positions, so query labels are ``tokens[S - T:]``.
+
+Panels that are compared share one colour scale (0 to the largest weight shown, unless
+``vmax`` is given); nothing is clipped.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from ._style import PALETTE, PLOTLY_SEQUENTIAL, SEQUENTIAL, get_ax
+
+__all__ = [
+    "select_weights",
+    "attention_heatmap",
+    "attention_heads",
+    "model_view",
+    "mask_gallery",
+    "head_metric_bars",
+    "attention_heads_plotly",
+]
+
+
+def _np(x: Any) -> np.ndarray:
+    if hasattr(x, "detach"):
+        x = x.detach().float().cpu().numpy()
+    return np.asarray(x, dtype=float)
+
+
+def select_weights(
+    weights: Any, *, layer: int | None = None, batch: int = 0, head: int | None = None
+) -> np.ndarray:
+    """Reduce any accepted input to ``(H, T, S)`` (``head=None``) or ``(T, S)``.
+
+    Args:
+        weights: ``(T, S)``, ``(H, T, S)``, ``(B, H, T, S)`` or a per-layer list of those.
+        layer: which layer of a list (required when the list has several layers).
+        batch: which batch element of a 4-D input.
+        head: which head; None keeps all heads.
+    """
+    if isinstance(weights, (list, tuple)):
+        if not weights:
+            raise ValueError("weights is an empty list; expected one (B, H, T, S) per layer")
+        if layer is None:
+            if len(weights) > 1:
+                raise ValueError(
+                    f"weights is a list of {len(weights)} layers; pick one with layer=0..{len(weights) - 1}"
+                )
+            layer = 0
+        if not -len(weights) <= layer < len(weights):
+            raise ValueError(f"layer={layer} is out of range for {len(weights)} layers")
+        weights = weights[layer]
+    elif layer not in (None, 0):
+        raise ValueError(f"layer={layer} given, but weights is a single tensor, not a per-layer list")
+    w = _np(weights)
+    if w.ndim == 4:
+        if not -w.shape[0] <= batch < w.shape[0]:
+            raise ValueError(f"batch={batch} is out of range for batch size {w.shape[0]}")
+        w = w[batch]
+    if w.ndim == 2:
+        if head not in (None, 0):
+            raise ValueError(f"head={head} given, but the weights have no head axis (shape (T, S))")
+        return w
+    if w.ndim != 3:
+        raise ValueError(
+            f"weights must be (T, S), (H, T, S), (B, H, T, S) or a per-layer list; got shape "
+            f"{tuple(_np(weights).shape)}"
+        )
+    if head is None:
+        return w
+    if not -w.shape[0] <= head < w.shape[0]:
+        raise ValueError(f"head={head} is out of range for {w.shape[0]} heads")
+    return w[head]
+
+
+def _labels(tokens: Sequence[str] | None, T: int, S: int) -> tuple[list | None, list | None]:
+    if tokens is None:
+        return None, None
+    tokens = [str(t) for t in tokens]
+    if len(tokens) != S:
+        raise ValueError(
+            f"tokens has {len(tokens)} entries but the weights have S={S} keys; pass one label per key"
+        )
+    return tokens[S - T :], tokens
+
+
+def _draw(ax, w: np.ndarray, tokens, vmax: float, *, ticks: bool = True):
+    T, S = w.shape
+    im = ax.imshow(w, cmap=SEQUENTIAL, vmin=0.0, vmax=vmax, aspect="auto", interpolation="nearest")
+    q_labels, k_labels = _labels(tokens, T, S)
+    if ticks and k_labels is not None:
+        ax.set_xticks(range(S), k_labels, rotation=90)
+        ax.set_yticks(range(T), q_labels)
+    elif not ticks:
+        ax.set_xticks([])
+        ax.set_yticks([])
+    return im
+
+
+def _vmax(w: np.ndarray, vmax: float | None) -> float:
+    if vmax is not None:
+        if vmax <= 0:
+            raise ValueError(f"vmax must be positive, got {vmax}")
+        return float(vmax)
+    top = float(np.nanmax(w)) if w.size else 1.0
+    return top if top > 0 else 1.0
+
+
+def attention_heatmap(
+    weights: Any,
+    *,
+    tokens: Sequence[str] | None = None,
+    layer: int | None = None,
+    batch: int = 0,
+    head: int | None = None,
+    ax=None,
+    vmax: float | None = None,
+    colorbar: bool = True,
+    title: str | None = None,
+):
+    """One attention map: queries down, keys across, token labels on the ticks.
+
+    Returns:
+        The matplotlib ``Axes``.
+    """
+    w = select_weights(weights, layer=layer, batch=batch, head=head)
+    if w.ndim == 3:
+        if w.shape[0] != 1:
+            raise ValueError(
+                f"the weights have {w.shape[0]} heads; pick one with head=, or draw them all "
+                "with attention_heads()"
+            )
+        w = w[0]
+    T, S = w.shape
+    ax = get_ax(ax, figsize=(1.0 + 0.35 * S, 0.8 + 0.35 * T) if tokens is not None else (5, 4))
+    im = _draw(ax, w, tokens, _vmax(w, vmax))
+    ax.set_xlabel("key (S)")
+    ax.set_ylabel("query (T)")
+    if title is not None:
+        ax.set_title(title)
+    elif head is not None:
+        ax.set_title(f"head {head}" if layer is None else f"layer {layer}, head {head}")
+    if colorbar:
+        ax.figure.colorbar(im, ax=ax, label="weight")
+    return ax
+
+
+def attention_heads(
+    weights: Any,
+    *,
+    tokens: Sequence[str] | None = None,
+    layer: int | None = None,
+    batch: int = 0,
+    heads: Sequence[int] | None = None,
+    ncols: int = 4,
+    vmax: float | None = None,
+    panel_size: float = 2.4,
+):
+    """A grid of per-head heatmaps on one shared colour scale.
+
+    Returns:
+        The matplotlib ``Figure`` (one image per head, one shared colour bar).
+    """
+    w = select_weights(weights, layer=layer, batch=batch)
+    if w.ndim == 2:
+        w = w[None]
+    idx = list(range(w.shape[0])) if heads is None else list(heads)
+    for h in idx:
+        if not 0 <= h < w.shape[0]:
+            raise ValueError(f"head {h} is out of range for {w.shape[0]} heads")
+    if ncols < 1:
+        raise ValueError(f"ncols must be >= 1, got {ncols}")
+    shown = w[idx]
+    top = _vmax(shown, vmax)
+    ncols = min(ncols, len(idx))
+    nrows = math.ceil(len(idx) / ncols)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(panel_size * ncols + 1.0, panel_size * nrows + 0.3),
+        squeeze=False, layout="constrained",
+    )
+    im = None
+    for n, ax in enumerate(axes.flat):
+        if n >= len(idx):
+            ax.set_axis_off()
+            continue
+        im = _draw(ax, shown[n], tokens, top, ticks=tokens is not None)
+        ax.set_title(f"head {idx[n]}", fontsize=9)
+        if tokens is not None:
+            ax.tick_params(labelsize=7)
+            if n % ncols:
+                ax.set_yticklabels([])
+    fig.colorbar(im, ax=axes, label="weight", shrink=0.8)
+    if layer is not None:
+        fig.suptitle(f"layer {layer}")
+    return fig
+
+
+def model_view(
+    weights_per_layer: Sequence[Any],
+    *,
+    batch: int = 0,
+    vmax: float | None = None,
+    thumb: float = 1.1,
+):
+    """Layers x heads thumbnails of every attention map, on one shared colour scale.
+
+    Args:
+        weights_per_layer: per-layer list of ``(B, H, T, S)`` or ``(H, T, S)``.
+
+    Returns:
+        The matplotlib ``Figure``.
+    """
+    if not isinstance(weights_per_layer, (list, tuple)) or not weights_per_layer:
+        raise TypeError(
+            "model_view needs a non-empty per-layer list of (B, H, T, S) weights "
+            "(e.g. LMOutput.weights or HF outputs.attentions)"
+        )
+    maps = [select_weights(weights_per_layer, layer=l, batch=batch) for l in range(len(weights_per_layer))]
+    maps = [m[None] if m.ndim == 2 else m for m in maps]
+    H = max(m.shape[0] for m in maps)
+    top = _vmax(np.concatenate([m.reshape(-1) for m in maps]), vmax)
+    L = len(maps)
+    fig, axes = plt.subplots(L, H, figsize=(thumb * H + 1.2, thumb * L + 0.4), squeeze=False,
+                             layout="constrained")
+    im = None
+    for l, m in enumerate(maps):
+        for h in range(H):
+            ax = axes[l, h]
+            if h >= m.shape[0]:
+                ax.set_axis_off()
+                continue
+            im = _draw(ax, m[h], None, top, ticks=False)
+            if l == 0:
+                ax.set_title(f"head {h}", fontsize=8)
+            if h == 0:
+                ax.set_ylabel(f"layer {l}", fontsize=8)
+    fig.colorbar(im, ax=axes, label="weight", shrink=0.8)
+    return fig
+
+
+def mask_gallery(masks: Mapping[str, Any], *, ncols: int = 4, panel_size: float = 2.2):
+    """Draw named ``(T, S)`` boolean masks side by side (dark = may attend).
+
+    Each title gives the number of allowed query-key pairs.
+
+    Returns:
+        The matplotlib ``Figure``.
+    """
+    if not isinstance(masks, Mapping) or not masks:
+        raise TypeError("masks must be a non-empty dict {name: (T, S) bool mask}")
+    arrays = {}
+    for name, m in masks.items():
+        a = _np(m)
+        if a.ndim != 2:
+            raise ValueError(f"mask {name!r} must be (T, S), got shape {a.shape}")
+        arrays[name] = a
+    ncols = max(1, min(ncols, len(arrays)))
+    nrows = math.ceil(len(arrays) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(panel_size * ncols, panel_size * nrows + 0.4),
+                             squeeze=False, layout="constrained")
+    for n, ax in enumerate(axes.flat):
+        if n >= len(arrays):
+            ax.set_axis_off()
+            continue
+        name, a = list(arrays.items())[n]
+        ax.imshow(a, cmap="Greys", vmin=0, vmax=1, interpolation="nearest")
+        ax.set_title(f"{name}\n{int(a.sum())} of {a.size} pairs", fontsize=9)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.set_xlabel("key", fontsize=8)
+        ax.set_ylabel("query", fontsize=8)
+    return fig
+
+
+def head_metric_bars(
+    metrics: Mapping[str, Any],
+    *,
+    names: Sequence[str] | None = None,
+    panel_size: tuple[float, float] = (3.0, 2.4),
+):
+    """Bar charts of per-head metrics (output of :func:`llmviz.attention_metrics.head_metrics`).
+
+    One panel per metric; one bar per head, coloured by layer when the metrics are ``(L, H)``.
+    The y axis spans [0, 1], the full range of every metric.
+
+    Returns:
+        The matplotlib ``Figure``.
+    """
+    if not isinstance(metrics, Mapping) or not metrics:
+        raise TypeError("metrics must be a non-empty dict {name: (H,) or (L, H) values}")
+    names = list(metrics) if names is None else list(names)
+    missing = [n for n in names if n not in metrics]
+    if missing:
+        raise ValueError(f"unknown metric(s) {missing}; available: {list(metrics)}")
+    fig, axes = plt.subplots(1, len(names), figsize=(panel_size[0] * len(names), panel_size[1]),
+                             squeeze=False, layout="constrained")
+    for ax, name in zip(axes.flat, names):
+        v = _np(metrics[name])
+        if v.ndim == 1:
+            v = v[None]
+        L, H = v.shape
+        x = np.arange(L * H)
+        colours = [PALETTE[l % len(PALETTE)] for l in range(L) for _ in range(H)]
+        ax.bar(x, v.reshape(-1), color=colours)
+        ax.set_ylim(0, max(1.0, float(np.nanmax(v)) if v.size else 1.0))
+        ax.set_title(name)
+        labels = [f"{h}" if L == 1 else f"L{l}H{h}" for l in range(L) for h in range(H)]
+        ax.set_xticks(x, labels, rotation=90 if L > 1 else 0, fontsize=7)
+        ax.set_xlabel("head" if L == 1 else "layer, head")
+    return fig
+
+
+def attention_heads_plotly(
+    weights: Any,
+    *,
+    tokens: Sequence[str] | None = None,
+    layer: int | None = None,
+    batch: int = 0,
+    vmax: float | None = None,
+):
+    """Interactive heatmap with a slider over heads (shared colour scale, hover shows tokens).
+
+    Returns:
+        A plotly ``go.Figure`` with one heatmap trace per head, one visible at a time.
+    """
+    import plotly.graph_objects as go
+
+    w = select_weights(weights, layer=layer, batch=batch)
+    if w.ndim == 2:
+        w = w[None]
+    H, T, S = w.shape
+    top = _vmax(w, vmax)
+    q_labels, k_labels = _labels(tokens, T, S)
+    x = k_labels if k_labels is not None else list(range(S))
+    y = q_labels if q_labels is not None else list(range(S - T, S))
+    if k_labels is not None:  # repeated tokens would merge categories: make labels unique
+        x = [f"{i}:{t}" for i, t in enumerate(k_labels)]
+        y = [f"{S - T + i}:{t}" for i, t in enumerate(q_labels)]
+    fig = go.Figure()
+    for h in range(H):
+        fig.add_trace(go.Heatmap(
+            z=w[h], x=x, y=y, zmin=0, zmax=top, colorscale=PLOTLY_SEQUENTIAL, visible=h == 0,
+            name=f"head {h}", hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>",
+        ))
+    steps = [{"label": str(h), "method": "update",
+              "args": [{"visible": [i == h for i in range(H)]}]} for h in range(H)]
+    fig.update_layout(
+        sliders=[{"active": 0, "currentvalue": {"prefix": "head = "}, "steps": steps}],
+        xaxis_title="key (S)", yaxis_title="query (T)", yaxis_autorange="reversed",
+        template="plotly_white", height=460,
+    )
+    return fig
