@@ -356,6 +356,9 @@ class RMSNorm(nn.Module):
         unit_offset: Gemma convention, scale by ``1 + weight`` with ``weight`` initialised
             to zero (Hugging Face ``GemmaRMSNorm``).
         fused: run ``torch.nn.functional.rms_norm`` instead of the readable :func:`rms_norm`.
+            Never slower: one kernel on CUDA; on the CPU (torch 2.13) it is a composite of
+            the same elementwise ops, so it only saves Python overhead on small inputs
+            (``benchmarks/bench_norms.py`` measures it).
     """
 
     def __init__(

@@ -295,3 +295,106 @@ def test_errors():
         batch_norm(torch.randn(4, 8))
     with pytest.raises(ValueError, match="at least one real token"):
         group_norm(x, 2, mask=torch.tensor([[1, 1, 1], [0, 0, 0]]))
+
+
+# ----------------------------------------------------------------------------- plots
+def test_distribution_plot_keeps_the_outlier_in_view(gen):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from llmviz.plots.norms import plot_distribution, plot_norm_distributions
+
+    x = _x(gen, 32, 64)
+    x[5, 7] = 250.0
+    ax = plot_distribution(x)
+    lo, hi = ax.get_xlim()
+    assert lo <= float(x.min()) and hi >= 250.0
+    assert ax.get_yscale() == "log"
+    rug = [ln for ln in ax.lines if ln.get_marker() == "|"]
+    assert len(rug) == 1 and 250.0 in rug[0].get_xdata()
+    fig = plot_norm_distributions(x, {"LayerNorm": layer_norm(x), "RMSNorm": rms_norm(x)}, note="cpu")
+    assert len(fig.axes) == 3
+    for ax, y in zip(fig.axes, (x, layer_norm(x), rms_norm(x))):
+        assert ax.get_xlim()[1] >= float(y.max()) and ax.get_xlim()[0] <= float(y.min())
+    assert any(t.get_text() == "cpu" for t in fig.texts)
+    with pytest.raises(ValueError, match="values is empty"):
+        plot_distribution(torch.zeros(0))
+
+
+@pytest.mark.parametrize("kind,count", [("layer", 6), ("rms", 6), ("batch", 12), ("instance", 4), ("group", 12)])
+def test_reduction_mask_matches_the_norms(kind, count):
+    from llmviz.plots.norms import reduction_mask
+
+    mask = reduction_mask(kind, (3, 4, 6), n_groups=2)
+    assert mask.sum() == count and mask[0, 0, 0]
+    # The mask is what the norm really does: perturbing a cell outside it leaves the
+    # statistics of cell (0, 0, 0) unchanged; perturbing one inside changes them.
+    x = torch.randn(3, 4, 6, dtype=torch.float64)
+    fn = {"layer": lambda v: layer_norm(v), "rms": lambda v: rms_norm(v),
+          "batch": lambda v: batch_norm(v), "instance": lambda v: instance_norm(v),
+          "group": lambda v: group_norm(v, 2)}[kind]
+    base = fn(x)[0, 0, 0]
+    for idx in zip(*mask.nonzero()):
+        if idx == (0, 0, 0):
+            continue
+        y = x.clone()
+        y[idx] += 3.0
+        assert not torch.isclose(fn(y)[0, 0, 0], base)
+    for idx in list(zip(*(~mask).nonzero()))[:10]:
+        y = x.clone()
+        y[idx] += 3.0
+        assert torch.isclose(fn(y)[0, 0, 0], base)
+
+
+def test_norm_axes_figure():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from llmviz.plots.norms import plot_norm_axes, reduction_mask
+
+    fig = plot_norm_axes(("batch", "layer", "group"), n_groups=3)
+    assert len(fig.axes) == 3
+    assert (fig.axes[2].llmviz_mask == reduction_mask("group", n_groups=3)).all()
+    assert "12 cells" in fig.axes[0].get_title()
+    with pytest.raises(ValueError, match="kind='cube' is not supported"):
+        reduction_mask("cube")
+
+
+def test_depth_profile_and_stability_map():
+    import matplotlib
+    import numpy as np
+
+    matplotlib.use("Agg")
+    from llmviz.plots.norms import plot_depth_profile, plot_stability_map
+
+    ax = plot_depth_profile({"pre": [1.0, 2.0, 3.0], "post": torch.tensor([5.0, 1.0, 0.1])})
+    assert len(ax.lines) == 2 and ax.get_yscale() == "log"
+    assert list(ax.lines[1].get_ydata()) == pytest.approx([5.0, 1.0, 0.1])
+    loss = np.array([[2.0, 2.1], [np.nan, 1.5]])
+    ax = plot_stability_map(loss, rows=[1e-3, 1e-2], cols=[0, 20], vmin=1.0, vmax=3.0)
+    assert len(ax.images) == 1 and ax.images[0].get_clim() == (1.0, 3.0)
+    assert sum(t.get_text() == "div" for t in ax.texts) == 1
+    with pytest.raises(ValueError, match=r"expected \(len\(rows\), len\(cols\)\) = \(3, 2\)"):
+        plot_stability_map(loss, rows=[1, 2, 3], cols=[0, 1])
+
+
+# ----------------------------------------------------------------------------- explorer
+def test_norm_explorer_frames():
+    from llmviz.explore.norms import norm_explorer
+
+    ex = norm_explorer()
+    sizes = {len(ex.frame(**p).traces) for p in ex.grid()[::7]}
+    assert sizes == {3}  # constant number of traces
+    # Per-token norms squash the other features of tokens that carry the outlier; BatchNorm does not.
+    ln = ex.frame(kind="LayerNorm", outlier=100.0).traces
+    bn = ex.frame(kind="BatchNorm", outlier=100.0).traces
+    import numpy as np
+
+    def spread(bar):
+        c, n = np.asarray(bar.x), np.asarray(bar.y)
+        return float(np.sqrt((n * c**2).sum() / n.sum()))
+
+    assert spread(ln[2]) < 0.3 * spread(ln[1])
+    assert spread(bn[2]) > 0.7 * spread(bn[1])
+    fig, spec = ex.static_figure()
+    assert len(spec["ranges"]) == len(ex.grid())

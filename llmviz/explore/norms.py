@@ -1,0 +1,149 @@
+"""Explorers for the normalisation and feed-forward chapters.
+
+* :func:`norm_explorer`: norm type, eps and the size of one outlier feature -> histograms of
+  the activations before and after the norm, with the tokens that carry the outlier shown
+  separately (their other features get squashed towards zero).
+* :func:`activation_explorer`: Swish's beta -> the curve and its derivative, with ReLU and
+  GELU for reference (beta -> 0 is linear, beta = 1 is SiLU, beta ~ 1.7 is close to GELU,
+  beta -> inf is ReLU).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+import torch
+
+from ..ffn import gelu, relu, swish
+from ..norms import batch_norm, layer_norm, rms_norm
+from ..plots._style import PALETTE
+from ._core import Control, Explorer, Frame
+
+__all__ = ["norm_explorer", "norm_frame", "activation_explorer", "activation_frame"]
+
+_T, _C, _STD = 256, 64, 0.1  # tokens, features, input scale
+_OUTLIER_FEATURE = 3
+_OUTLIER_EVERY = 8  # one token in 8 carries the outlier
+_BINS = np.linspace(-6.0, 6.0, 61)
+
+
+def _activations(outlier: float) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1, _T, _C, generator=g) * _STD  # (B=1, T, C)
+    carriers = torch.zeros(_T, dtype=torch.bool)
+    carriers[::_OUTLIER_EVERY] = True
+    x[0, carriers, _OUTLIER_FEATURE] += outlier
+    return x, carriers
+
+
+def _normalise(kind: str, x: torch.Tensor, eps: float) -> torch.Tensor:
+    if kind == "LayerNorm":
+        return layer_norm(x, eps=eps)
+    if kind == "RMSNorm":
+        return rms_norm(x, eps=eps)
+    return batch_norm(x, eps=eps)  # BatchNorm: per feature over the T tokens of this batch
+
+
+def _bars(values: torch.Tensor, name: str, color: str, xaxis: str, yaxis: str) -> go.Bar:
+    v = values.flatten().numpy()
+    counts, _ = np.histogram(np.clip(v, _BINS[0], _BINS[-1]), bins=_BINS)
+    centres = 0.5 * (_BINS[:-1] + _BINS[1:])
+    return go.Bar(x=centres, y=counts, name=name, marker_color=color, opacity=0.75,
+                  xaxis=xaxis, yaxis=yaxis, width=_BINS[1] - _BINS[0])
+
+
+def norm_frame(kind: str = "LayerNorm", eps: float = 1e-5, outlier: float = 20.0) -> Frame:
+    """One explorer frame (pure): histograms before/after, outlier tokens apart."""
+    x, carriers = _activations(outlier)
+    y = _normalise(kind, x, eps)
+    others = torch.ones(_C, dtype=torch.bool)
+    others[_OUTLIER_FEATURE] = False
+    before = go.Scatter(
+        x=np.arange(_C), y=x[0].abs().amax(0).numpy(), mode="markers+lines",
+        name="max |x| per feature (before)", marker_color=PALETTE[7], xaxis="x", yaxis="y",
+    )
+    after_plain = _bars(y[0, ~carriers][:, others], "after: ordinary tokens", PALETTE[0], "x2", "y2")
+    after_carrier = _bars(y[0, carriers][:, others], "after: tokens with the outlier (other features)",
+                          PALETTE[3], "x2", "y2")
+    spread_plain = float(y[0, ~carriers][:, others].std())
+    spread_carrier = float(y[0, carriers][:, others].std())
+    title = (f"{kind}, eps={eps:g}, outlier={outlier:g}: std of ordinary features after = "
+             f"{spread_plain:.2f} (ordinary tokens) vs {spread_carrier:.2f} (outlier tokens)")
+    return Frame(traces=[before, after_plain, after_carrier], layout={"title.text": title})
+
+
+def norm_explorer() -> Explorer:
+    """Norm type / eps / outlier size -> activations before and after normalisation.
+
+    Input: 256 tokens x 64 features drawn with std 0.1; every 8th token carries an outlier
+    of the chosen size in feature 3 (the "massive activation" pattern of real LLMs).
+    Left: the largest |value| per feature before the norm (log axis, nothing clipped).
+    Right: histogram of the *other* features after the norm, for ordinary tokens and for the
+    tokens carrying the outlier. Per-token norms squash the carriers' other features; eps
+    matters once it is comparable to the variance (0.01 here).
+    """
+    return Explorer(
+        norm_frame,
+        [
+            Control("kind", ("LayerNorm", "RMSNorm", "BatchNorm"), default="LayerNorm", label="norm"),
+            Control("eps", (1e-6, 1e-4, 1e-2, 1e-1), default=1e-6, label="eps"),
+            Control("outlier", (0.0, 1.0, 5.0, 20.0, 100.0), default=20.0, label="outlier size"),
+        ],
+        title="Normalisation with an outlier feature",
+        layout={
+            "xaxis": {"domain": [0.0, 0.42], "title": {"text": "feature"}},
+            "yaxis": {"type": "log", "range": [-1.3, 2.2], "title": {"text": "max |x| before"}},
+            "xaxis2": {"domain": [0.52, 1.0], "range": [-6, 6], "title": {"text": "value after norm (±6 shown; see the left panel for the raw scale)"}},
+            "yaxis2": {"anchor": "x2", "range": [0, 1400], "title": {"text": "count"}},
+            "barmode": "overlay",
+            "legend": {"orientation": "h", "y": 1.12},
+            "title": {"font": {"size": 12}},
+        },
+    )
+
+
+# ----------------------------------------------------------------------------- activations
+_X = torch.linspace(-5.0, 5.0, 201)
+
+
+def _curve_and_slope(fn, x: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    x = x.clone().requires_grad_(True)
+    y = fn(x)
+    (g,) = torch.autograd.grad(y.sum(), x)
+    return y.detach().numpy(), g.numpy()
+
+
+def activation_frame(beta: float = 1.0) -> Frame:
+    """One explorer frame (pure): Swish(beta) with ReLU and GELU, values and derivatives."""
+    xs = _X.numpy()
+    traces = []
+    for name, fn, color, dash in (
+        ("ReLU", relu, PALETTE[7], "dot"),
+        ("GELU", gelu, PALETTE[2], "dash"),
+        (f"Swish β={beta:g}", lambda x: swish(x, beta), PALETTE[3], "solid"),
+    ):
+        y, g = _curve_and_slope(fn, _X)
+        traces.append(go.Scatter(x=xs, y=y, name=name, line={"color": color, "dash": dash},
+                                 xaxis="x", yaxis="y", legendgroup=name))
+        traces.append(go.Scatter(x=xs, y=g, name=name, line={"color": color, "dash": dash},
+                                 xaxis="x2", yaxis="y2", legendgroup=name, showlegend=False))
+    y, _ = _curve_and_slope(lambda x: swish(x, beta), _X)
+    min_val = float(y.min())
+    return Frame(traces=traces, layout={
+        "title.text": f"Swish(x) = x·sigmoid({beta:g}·x): minimum {min_val:.3f}"})
+
+
+def activation_explorer() -> Explorer:
+    """Swish's beta -> curve (left) and derivative (right), ReLU and GELU for reference."""
+    return Explorer(
+        activation_frame,
+        [Control("beta", (0.1, 0.5, 1.0, 1.702, 3.0, 10.0), default=1.0, label="β",
+                 live=(0.1, 10.0, 0.1))],
+        title="Swish: from linear to ReLU",
+        layout={
+            "xaxis": {"domain": [0.0, 0.45], "title": {"text": "x"}},
+            "yaxis": {"range": [-1.0, 5.0], "title": {"text": "act(x)"}},
+            "xaxis2": {"domain": [0.55, 1.0], "title": {"text": "x"}},
+            "yaxis2": {"anchor": "x2", "range": [-0.3, 1.4], "title": {"text": "d act / dx"}},
+        },
+    )
