@@ -1,0 +1,61 @@
+"""Learned absolute position embeddings (GPT-2's ``wpe``, BERT, GPT-Neo).
+
+Shapes: T positions, C model dim. A learned table has one trained row per position and nothing
+beyond it: position ``max_positions`` has no embedding at all, so a model using one cannot read
+longer inputs (unlike sinusoidal encodings, which are defined everywhere, however poorly they
+generalise there).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .._utils import check_tensor
+
+__all__ = ["LearnedPositionalEmbedding"]
+
+
+class LearnedPositionalEmbedding(nn.Module):
+    """A trainable (max_positions, C) table looked up by position.
+
+    Args:
+        max_positions: number of rows, i.e. the longest input the model can read.
+        d_model: C.
+        init_std: standard deviation of the normal initialisation (0.02, as in GPT-2).
+
+    ``forward(positions)``: integer (...,) positions -> (..., C). Raises ``IndexError`` naming
+    the limit when a position is negative or ``>= max_positions``.
+    """
+
+    def __init__(self, max_positions: int, d_model: int, *, init_std: float = 0.02) -> None:
+        super().__init__()
+        if not isinstance(max_positions, int) or max_positions <= 0:
+            raise ValueError(f"max_positions must be a positive integer, got {max_positions}")
+        if not isinstance(d_model, int) or d_model <= 0:
+            raise ValueError(f"d_model must be a positive integer, got {d_model}")
+        self.max_positions, self.d_model = max_positions, d_model
+        self.weight = nn.Parameter(torch.randn(max_positions, d_model) * init_std)
+
+    def forward(self, positions: torch.Tensor) -> torch.Tensor:
+        check_tensor(positions, "positions")
+        if positions.is_floating_point() or positions.is_complex():
+            raise TypeError(
+                f"positions must be integers (a learned table has rows only at whole "
+                f"positions), got dtype {positions.dtype}"
+            )
+        if positions.numel():
+            hi, lo = int(positions.max()), int(positions.min())
+            if hi >= self.max_positions:
+                raise IndexError(
+                    f"position {hi} is past the learned table: max_positions is "
+                    f"{self.max_positions} (rows 0..{self.max_positions - 1}); a learned "
+                    "absolute embedding cannot read longer inputs: truncate the input, or use "
+                    "sinusoidal/RoPE/ALiBi positions"
+                )
+            if lo < 0:
+                raise IndexError(f"positions must be >= 0, got {lo}")
+        return nn.functional.embedding(positions, self.weight)  # (..., C)
+
+    def extra_repr(self) -> str:
+        return f"max_positions={self.max_positions}, d_model={self.d_model}"

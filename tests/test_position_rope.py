@@ -1,0 +1,330 @@
+"""RoPE: rotation properties, layouts, partial rotary, scaling, and parity with Hugging Face."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from llmviz.position.rope import (
+    LAYOUTS,
+    RopeScaling,
+    RotaryEmbedding,
+    apply_rope,
+    apply_rotary,
+    interleaved_to_half_permutation,
+    rope_cos_sin,
+    rope_frequencies,
+)
+
+transformers = pytest.importorskip("transformers")
+from transformers import LlamaConfig  # noqa: E402
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
+from transformers.models.llama.modeling_llama import (  # noqa: E402
+    LlamaRotaryEmbedding,
+    apply_rotary_pos_emb,
+)
+
+
+def _qk(gen, shape=(2, 3, 16, 32), dtype=torch.float64):
+    return torch.randn(*shape, generator=gen, dtype=dtype), torch.randn(*shape, generator=gen, dtype=dtype)
+
+
+# ----------------------------------------------------------------------------- properties
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("rotary_dim", [None, 16])
+def test_rope_preserves_norms(gen, layout, rotary_dim):
+    x = torch.randn(2, 4, 50, 32, generator=gen, dtype=torch.float64)
+    pos = torch.arange(50) * 37  # large, irregular positions
+    y = apply_rope(x, pos, layout=layout, rotary_dim=rotary_dim)
+    torch.testing.assert_close(y.norm(dim=-1), x.norm(dim=-1))
+    assert not torch.allclose(y, x)  # something did rotate
+
+
+def test_rope_is_identity_at_position_zero(gen):
+    x = torch.randn(1, 2, 1, 16, generator=gen)
+    torch.testing.assert_close(apply_rope(x, torch.tensor([0])), x)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    m=st.integers(0, 5000),
+    n=st.integers(0, 5000),
+    shift=st.integers(-3000, 3000),
+    layout=st.sampled_from(LAYOUTS),
+    base=st.sampled_from([100.0, 10000.0, 500000.0]),
+    seed=st.integers(0, 2**16),
+)
+def test_score_depends_only_on_offset(m, n, shift, layout, base, seed):
+    if min(m, n) + shift < 0:
+        shift = -min(m, n)
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(1, 1, 1, 16, generator=g, dtype=torch.float64)
+    k = torch.randn(1, 1, 1, 16, generator=g, dtype=torch.float64)
+
+    inv_freq = rope_frequencies(16, base=base)[0].double()  # float64 angles: exact check
+
+    def score(a: int, b: int) -> float:
+        qa = apply_rotary(q, *rope_cos_sin(torch.tensor([a]), inv_freq, layout=layout), layout=layout)
+        kb = apply_rotary(k, *rope_cos_sin(torch.tensor([b]), inv_freq, layout=layout), layout=layout)
+        return float((qa * kb).sum())
+
+    assert math.isclose(score(m, n), score(m + shift, n + shift), rel_tol=1e-9, abs_tol=1e-9)
+    # the float32 default path agrees to float32 angle precision
+    q32 = apply_rope(q.float(), torch.tensor([m]), base=base, layout=layout)
+    k32 = apply_rope(k.float(), torch.tensor([n]), base=base, layout=layout)
+    assert math.isclose(float((q32 * k32).sum()), score(m, n), abs_tol=5e-2)
+
+
+def test_score_is_not_preserved_across_offsets(gen):
+    """RoPE preserves norms, not inner products: q.k changes with the offset."""
+    q, k = _qk(gen, (1, 1, 1, 64))
+    raw = float((q * k).sum())
+    rotated = [
+        float((apply_rope(q, torch.tensor([d])) * apply_rope(k, torch.tensor([0]))).sum())
+        for d in range(1, 6)
+    ]
+    assert all(abs(r - raw) > 1e-3 for r in rotated)
+
+
+@pytest.mark.parametrize("rotary_dim", [None, 8])
+def test_layouts_agree_after_permutation(gen, rotary_dim):
+    x = torch.randn(2, 3, 20, 24, generator=gen, dtype=torch.float64)
+    pos = torch.arange(100, 120)
+    perm = interleaved_to_half_permutation(24, rotary_dim=rotary_dim)
+    inter = apply_rope(x, pos, layout="interleaved", rotary_dim=rotary_dim)
+    half = apply_rope(x[..., perm], pos, layout="half", rotary_dim=rotary_dim)
+    torch.testing.assert_close(half, inter[..., perm])
+    assert sorted(perm.tolist()) == list(range(24))
+
+
+def test_layouts_differ_without_permutation(gen):
+    x = torch.randn(1, 1, 5, 16, generator=gen)
+    pos = torch.arange(1, 6)
+    assert not torch.allclose(apply_rope(x, pos, layout="half"), apply_rope(x, pos, layout="interleaved"))
+
+
+def test_interleaved_equals_complex_multiplication(gen):
+    x = torch.randn(7, 16, generator=gen, dtype=torch.float64)
+    pos = torch.arange(7) * 3
+    inv_freq, _ = rope_frequencies(16)
+    z = torch.view_as_complex(x.reshape(7, 8, 2).contiguous())
+    rotated = z * torch.polar(torch.ones(7, 8, dtype=torch.float64), pos[:, None] * inv_freq.double())
+    expected = torch.view_as_real(rotated).reshape(7, 16)
+    torch.testing.assert_close(apply_rope(x, pos, layout="interleaved"), expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_partial_rotary_passes_tail_through(gen, layout):
+    x = torch.randn(1, 2, 9, 32, generator=gen)
+    y = apply_rope(x, torch.arange(9) + 5, layout=layout, rotary_dim=8)
+    torch.testing.assert_close(y[..., 8:], x[..., 8:])
+    assert not torch.allclose(y[..., :8], x[..., :8])
+
+
+def test_offsets_match_full_sequence(gen):
+    """Rotating the last 4 tokens at positions 12..15 equals slicing a full rotation (KV cache)."""
+    x = torch.randn(2, 2, 16, 16, generator=gen)
+    full = apply_rope(x)
+    tail = apply_rope(x[:, :, 12:], torch.arange(12, 16))
+    torch.testing.assert_close(tail, full[:, :, 12:])
+
+
+def test_per_sequence_positions(gen):
+    x = torch.randn(2, 3, 4, 16, generator=gen)
+    pos = torch.tensor([[0, 1, 2, 3], [10, 11, 12, 13]])
+    y = apply_rope(x, pos)
+    torch.testing.assert_close(y[1:], apply_rope(x[1:], pos[1]))
+    torch.testing.assert_close(y[:1], apply_rope(x[:1], pos[0]))
+
+
+def test_rotary_embedding_module(gen):
+    rope = RotaryEmbedding(16, base=500000.0, layout="interleaved")
+    q = torch.randn(2, 4, 6, 16, generator=gen)
+    k = torch.randn(2, 2, 6, 16, generator=gen)
+    pos = torch.arange(3, 9)
+    q2, k2 = rope(q, k, pos)
+    torch.testing.assert_close(q2, apply_rope(q, pos, base=500000.0, layout="interleaved"))
+    torch.testing.assert_close(k2, apply_rope(k, pos, base=500000.0, layout="interleaved"))
+    assert "inv_freq" not in rope.state_dict()
+
+
+def test_rope_keeps_dtype_and_gradients(gen):
+    x = torch.randn(1, 1, 4, 8, generator=gen, dtype=torch.bfloat16)
+    assert apply_rope(x).dtype == torch.bfloat16
+    y = torch.randn(1, 1, 4, 8, generator=gen, requires_grad=True)
+    apply_rope(y, torch.arange(4) + 3).square().sum().backward()
+    # the rotation is orthogonal: d|Ry|^2/dy = 2y
+    torch.testing.assert_close(y.grad, 2 * y.detach())
+
+
+# ----------------------------------------------------------------------------- HF parity
+@pytest.mark.parametrize("partial", [1.0, 0.5])
+def test_apply_rotary_matches_hf(device, gen, partial):
+    D = 64
+    R = int(D * partial)
+    q, k = _qk(gen, (2, 4, 10, D), dtype=torch.float32)
+    q, k = q.to(device), k.to(device)
+    pos = torch.tensor([[0, 1, 2, 3, 4, 5, 6, 7, 8, 9], [7, 8, 9, 10, 11, 12, 13, 14, 15, 16]],
+                       device=device)
+    cfg = LlamaConfig(hidden_size=4 * D, num_attention_heads=4, head_dim=D, rope_theta=10000.0,
+                      partial_rotary_factor=partial)
+    hf_rope = LlamaRotaryEmbedding(cfg, device=device)
+    cos, sin = hf_rope(q, pos)  # (B, T, R)
+    if R < D:
+        hq, hk = apply_rotary_pos_emb(q[..., :R], k[..., :R], cos, sin)
+        hq, hk = torch.cat((hq, q[..., R:]), -1), torch.cat((hk, k[..., R:]), -1)
+    else:
+        hq, hk = apply_rotary_pos_emb(q, k, cos, sin)
+    ours = RotaryEmbedding(D, rotary_dim=R).to(device)
+    oq, ok = ours(q, k, pos)
+    torch.testing.assert_close(oq, hq)
+    torch.testing.assert_close(ok, hk)
+    # and the pure rotation with HF's own cos/sin tables
+    torch.testing.assert_close(apply_rotary(q, cos, sin), hq)
+
+
+_HF_SCALINGS = {
+    "default": None,
+    "linear": dict(rope_type="linear", factor=4.0),
+    "dynamic": dict(rope_type="dynamic", factor=2.0),
+    "yarn": dict(rope_type="yarn", factor=8.0, original_max_position_embeddings=128),
+    "yarn_mscale": dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=128,
+                        mscale=0.707, mscale_all_dim=1.0, beta_fast=16.0, beta_slow=2.0),
+    "yarn_untruncated": dict(rope_type="yarn", factor=16.0, original_max_position_embeddings=128,
+                             truncate=False, attention_factor=1.3),
+    "llama3": dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                   original_max_position_embeddings=128),
+}
+
+
+def _our_scaling(rs: dict | None, max_pos: int) -> RopeScaling | None:
+    if rs is None:
+        return None
+    kw = {k: v for k, v in rs.items() if k != "rope_type"}
+    kw.setdefault("original_max_position_embeddings", max_pos)
+    return RopeScaling(rs["rope_type"], **kw)
+
+
+@pytest.mark.parametrize("name", list(_HF_SCALINGS))
+@pytest.mark.parametrize("partial", [1.0, 0.5])
+@pytest.mark.parametrize("seq_len", [None, 100, 1000])
+def test_frequencies_match_every_hf_rope_type(device, name, partial, seq_len):
+    rs = _HF_SCALINGS[name]
+    max_pos = 128
+    cfg = LlamaConfig(hidden_size=256, num_attention_heads=4, head_dim=64, rope_theta=20000.0,
+                      max_position_embeddings=max_pos, rope_scaling=rs,
+                      partial_rotary_factor=partial)
+    kind = "default" if rs is None else rs["rope_type"]
+    hf_inv, hf_factor = ROPE_INIT_FUNCTIONS[kind](cfg, device, seq_len=seq_len)
+    scaling = _our_scaling(rs, max_pos)
+    inv, factor = rope_frequencies(64, base=20000.0, rotary_dim=int(64 * partial),
+                                   scaling=scaling, seq_len=seq_len, device=device)
+    assert inv.device.type == torch.device(device).type
+    torch.testing.assert_close(inv, hf_inv, rtol=1e-6, atol=0)
+    assert factor == pytest.approx(hf_factor)
+    if scaling is not None:
+        assert scaling.to_hf()["rope_type"] == kind
+
+
+def test_every_hf_rope_type_but_longrope_is_covered():
+    covered = {v["rope_type"] if v else "default" for v in _HF_SCALINGS.values()}
+    assert set(ROPE_INIT_FUNCTIONS) - covered == {"longrope"}
+
+
+def test_yarn_attention_factor_scales_cos_sin(gen):
+    s = RopeScaling("yarn", factor=8.0, original_max_position_embeddings=64)
+    inv, af = rope_frequencies(16, scaling=s)
+    assert af > 1.0
+    cos, sin = rope_cos_sin(torch.arange(5), inv, attention_factor=af)
+    torch.testing.assert_close(cos**2 + sin**2, torch.full_like(cos, af**2))
+
+
+def test_dynamic_ntk_changes_only_beyond_original():
+    s = RopeScaling("dynamic", factor=4.0, original_max_position_embeddings=256)
+    plain, _ = rope_frequencies(64)
+    same, _ = rope_frequencies(64, scaling=s, seq_len=200)
+    torch.testing.assert_close(same, plain)
+    longer, _ = rope_frequencies(64, scaling=s, seq_len=1024)
+    longest, _ = rope_frequencies(64, scaling=s, seq_len=4096)
+    assert longer[0] == plain[0]  # the fastest pair never changes
+    assert torch.all(longer[1:] < plain[1:]) and torch.all(longest[1:] < longer[1:])
+    # the new base follows the closed form base * (f * L / L0 - (f - 1)) ** (R / (R - 2))
+    new_base = 10000.0 * (4.0 * 1024 / 256 - 3.0) ** (64 / 62)
+    torch.testing.assert_close(longer, rope_frequencies(64, base=new_base)[0])
+
+
+def test_dynamic_module_recomputes_past_trained_length(gen):
+    s = RopeScaling("dynamic", factor=2.0, original_max_position_embeddings=32)
+    rope = RotaryEmbedding(16, scaling=s)
+    q = torch.randn(1, 1, 4, 16, generator=gen)
+    short, _ = rope(q, q, torch.arange(4))
+    torch.testing.assert_close(short, apply_rope(q, torch.arange(4)))
+    far = torch.arange(60, 64)
+    long_q, _ = rope(q, q, far)
+    torch.testing.assert_close(long_q, apply_rope(q, far, scaling=s))
+    assert not torch.allclose(long_q, apply_rope(q, far))
+
+
+def test_ntk_equals_dynamic_at_matching_length():
+    """Static NTK with factor a is dynamic NTK at the length where its stretch equals a."""
+    a, L0 = 4.0, 512
+    L = int(L0 * (2 * a - 1) / a)  # a * L / L0 - (a - 1) == a
+    ntk, _ = rope_frequencies(64, scaling=RopeScaling("ntk", factor=a))
+    dyn, _ = rope_frequencies(64, scaling=RopeScaling("dynamic", factor=a,
+                                                     original_max_position_embeddings=L0), seq_len=L)
+    torch.testing.assert_close(ntk, dyn)
+    assert ntk[-1] < rope_frequencies(64)[0][-1]
+
+
+def test_linear_scaling_is_position_interpolation(gen):
+    x = torch.randn(1, 1, 8, 16, generator=gen)
+    pos = torch.arange(8) * 4
+    scaled = apply_rope(x, pos, scaling=RopeScaling("linear", factor=4.0))
+    torch.testing.assert_close(scaled, apply_rope(x, torch.arange(8)))
+
+
+# ----------------------------------------------------------------------------- bad input
+def test_bad_inputs_raise_clear_errors(gen):
+    x = torch.randn(1, 1, 4, 8, generator=gen)
+    with pytest.raises(ValueError, match=r"head_dim must be a positive even integer.*got 7"):
+        rope_frequencies(7)
+    with pytest.raises(ValueError, match=r"head_dim must be a positive even integer"):
+        RotaryEmbedding(15)
+    with pytest.raises(ValueError, match=r"rotary_dim \(16\) must be <= head_dim \(8\)"):
+        apply_rope(x, rotary_dim=16)
+    with pytest.raises(ValueError, match=r"rotary_dim must be a positive even integer, got 3"):
+        RotaryEmbedding(8, rotary_dim=3)
+    with pytest.raises(ValueError, match=r"x must have 2 or 3 or 4 dimensions, got shape \(8,\)"):
+        apply_rope(torch.randn(8))
+    with pytest.raises(ValueError, match=r"q must have 4 dimensions"):
+        RotaryEmbedding(8)(x[0], x[0])
+    with pytest.raises(ValueError, match=r"layout='complex' is not supported; choose one of \('half', 'interleaved'\)"):
+        apply_rope(x, layout="complex")
+    with pytest.raises(ValueError, match=r"RopeScaling.kind='longrope' is not supported"):
+        RopeScaling("longrope", factor=2.0)
+    with pytest.raises(ValueError, match=r"needs original_max_position_embeddings"):
+        RopeScaling("yarn", factor=2.0)
+    with pytest.raises(ValueError, match=r"factor must be > 0, got -1"):
+        RopeScaling("linear", factor=-1)
+    with pytest.raises(ValueError, match=r"high_freq_factor \(1.0\) > low_freq_factor \(2.0\)"):
+        RopeScaling("llama3", factor=8.0, original_max_position_embeddings=64,
+                    low_freq_factor=2.0, high_freq_factor=1.0)
+    with pytest.raises(TypeError, match=r"scaling must be a RopeScaling or None, got dict"):
+        rope_frequencies(8, scaling={"rope_type": "linear", "factor": 2.0})
+    with pytest.raises(ValueError, match=r"positions has length 3 but x has T=4"):
+        apply_rope(x, torch.arange(3))
+    with pytest.raises(TypeError, match=r"x must be a floating-point tensor"):
+        apply_rope(torch.ones(1, 1, 4, 8, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"cos/sin width R \(16\) must be even and <= head dim D \(8\)"):
+        cos, sin = rope_cos_sin(torch.arange(4), rope_frequencies(16)[0])
+        apply_rotary(x, cos, sin)
+    with pytest.raises(ValueError, match=r"q has T=4 but k has T=2"):
+        RotaryEmbedding(8)(x, x[:, :, :2])
+    with pytest.raises(ValueError, match=r"has no Hugging Face rope_type"):
+        RopeScaling("ntk", factor=2.0).to_hf()
+    with pytest.raises(ValueError, match=r"base must be > 1, got 1"):
+        rope_frequencies(8, base=1)
