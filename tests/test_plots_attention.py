@@ -138,3 +138,35 @@ def test_selector_errors():
         head_metric_bars({"entropy": torch.ones(2)}, names=["sink"])
     with pytest.raises(ValueError, match="vmax must be positive"):
         attention_heatmap(w, head=0, vmax=0)
+
+
+# --------------------------------------------------------------------------- explorers
+def test_explorers_keep_trace_count_and_respond():
+    from llmviz.explore.attention import heads_explorer, kv_cache_explorer, temperature_explorer
+
+    for ex in (temperature_explorer(), heads_explorer(), kv_cache_explorer()):
+        counts = {len(ex.frame(**p).traces) for p in ex.grid()}
+        assert len(counts) == 1 and len(ex.grid()) <= 72
+    t = temperature_explorer()
+    sharp = t.frame(temperature=0.1).traces[0].z
+    flat = t.frame(temperature=10.0).traces[0].z
+    assert np.max(sharp) > np.max(flat)
+    h = heads_explorer()
+    assert np.isfinite(np.asarray(h.frame(n_heads=16).traces[1].y, dtype=float)).sum() == 16
+    assert np.isfinite(np.asarray(h.frame(n_heads=2).traces[1].y, dtype=float)).sum() == 2
+    k = kv_cache_explorer()
+    assert k.frame(n_kv_heads=8).traces[1].y[0] * 4 == pytest.approx(k.frame(n_kv_heads=32).traces[1].y[0])
+
+
+def test_weights_explorer_shared_scale_and_errors():
+    from llmviz.explore.attention import weights_explorer
+
+    per_layer = [_weights(B=1, H=2, seed=s) for s in range(3)]
+    ex = weights_explorer(per_layer, tokens=TOKENS)
+    assert len(ex.grid()) == 6
+    zmax = {ex.frame(**p).traces[0].zmax for p in ex.grid()}
+    assert len(zmax) == 1 and zmax.pop() == pytest.approx(max(float(w.max()) for w in per_layer))
+    one = weights_explorer(per_layer[:1])
+    assert [c.name for c in one.controls] == ["head"]
+    with pytest.raises(TypeError, match="non-empty per-layer list"):
+        weights_explorer(per_layer[0])
