@@ -109,6 +109,17 @@ def _check_mask(mask: torch.Tensor | None, target: tuple[int, ...], name: str = 
         ) from None
 
 
+def _empty_rows(mask: torch.Tensor | None) -> torch.Tensor | None:
+    """``(..., T, 1)`` bool, True where a query may attend to no key; None if there is none.
+
+    Reduces over uint8 (``amax``), which is much faster than ``any`` on bool tensors on CPU.
+    """
+    if mask is None:
+        return None
+    empty = mask.view(torch.uint8).amax(dim=-1, keepdim=True) == 0  # (..., T, 1)
+    return empty if bool(empty.any()) else None
+
+
 def _resolve_scale(scale: float | None, D: int) -> float:
     if scale is None:
         return 1.0 / math.sqrt(D)
@@ -154,14 +165,16 @@ def attention_weights(
         scores = torch.tanh(scores / softcap) * softcap
     if bias is not None:
         scores = scores + bias
+    empty_rows = None
     if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
+        scores.masked_fill_(~mask, float("-inf"))  # scores is our own fresh tensor
+        empty_rows = _empty_rows(mask)
     low_precision = scores.dtype in (torch.float16, torch.bfloat16)
     weights = torch.softmax(scores, dim=-1, dtype=torch.float32 if low_precision else None)
     weights = weights.to(q.dtype)
-    if mask is not None:
+    if empty_rows is not None:
         # Fully masked rows came out NaN (0/0); define them as zero weights.
-        weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+        weights = weights.masked_fill(empty_rows, 0.0)
     return weights
 
 
@@ -220,14 +233,10 @@ def scaled_dot_product_attention(
     _check_mask(mask, (B, H, T, S))
     _check_mask(bias, (B, H, T, S), "bias")
     scale = _resolve_scale(scale, D)
-    row_ok = None
     attn_mask = mask
-    if mask is not None:
-        row_ok = mask.any(dim=-1, keepdim=True)  # (..., T, 1)
-        if not bool(row_ok.all()):
-            attn_mask = mask | ~row_ok  # let empty rows attend anywhere, zeroed below
-        else:
-            row_ok = None
+    empty_rows = _empty_rows(mask)
+    if empty_rows is not None:
+        attn_mask = mask | empty_rows  # let empty rows attend anywhere; zeroed below
     if bias is not None:
         attn_mask = bias if attn_mask is None else bias.masked_fill(~attn_mask, float("-inf"))
     if attn_mask is not None and attn_mask.dtype != torch.bool:
@@ -235,8 +244,8 @@ def scaled_dot_product_attention(
     out = F.scaled_dot_product_attention(
         q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale, enable_gqa=G != H
     )  # (B, H, T, Dv)
-    if row_ok is not None:
-        out = out.masked_fill(~row_ok, 0.0)
+    if empty_rows is not None:
+        out = out.masked_fill(empty_rows, 0.0)
     return out
 
 
