@@ -1,0 +1,161 @@
+"""The architecture zoo: which published model made which design choice, as data.
+
+Each :class:`ZooEntry` records one model's norm, serial or parallel block, norm placement,
+position scheme, feed-forward activation, stability tricks and shape, with the source the
+facts come from (the paper, or the released config file). :func:`zoo_table` returns them as
+a ``pandas.DataFrame``.
+
+The table corrects a widely shared lecture table (see the book's ERRATA): it has no "GPT-2
+2020 RMSNorm" row (GPT-2 is 2019 and uses LayerNorm), BLOOM is serial and has 176B
+parameters, Phi-3-small uses GeGLU, GPT-NeoX and GPT-J use RoPE (GPT-J and GPT-NeoX have
+parallel blocks), Mistral 7B is a dense model (Mixtral is the mixture of experts), and
+Llama 2 uses grouped-query attention only at 34B/70B (7B and 13B are plain multi-head).
+Models whose architecture is not published (GPT-4, Claude, ...) are left out rather than
+guessed. ``None`` marks a fact the source does not state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+__all__ = ["ZooEntry", "ZOO", "zoo_table"]
+
+
+@dataclass(frozen=True)
+class ZooEntry:
+    """One published model and its architectural choices."""
+
+    name: str  # model (size)
+    year: int  # year of the paper / release
+    norm: str  # "LayerNorm", "RMSNorm", "LayerNorm (no bias)", ...
+    parallel: bool  # GPT-J/PaLM style parallel attention + feed-forward
+    placement: str  # "post", "pre", "pre+post" (sandwich) or "post (sublayer output)"
+    position: str  # "sinusoidal", "learned", "relative", "RoPE", "ALiBi"
+    activation: str  # feed-forward: "ReLU", "GELU", "SwiGLU", "GeGLU", "squared ReLU"
+    stability: tuple[str, ...]  # z-loss, QK-norm, soft-capping, embedding norm, ...
+    params_b: float  # parameters, billions
+    n_layers: int | None  # decoder layers (encoder-decoder: per stack)
+    d_model: int | None
+    n_heads: int | None
+    n_kv_heads: int | None  # = n_heads for MHA; 1 = MQA
+    attention: str  # "MHA", "MQA", "GQA", plus sliding window / local-global notes
+    source: str  # where the facts come from
+
+
+def _e(name, year, norm, parallel, placement, position, activation, stability, params_b,
+       n_layers, d_model, n_heads, n_kv_heads, source, attention=None) -> ZooEntry:
+    if attention is None:
+        if n_kv_heads is None or n_heads is None:
+            attention = "MHA"
+        elif n_kv_heads == 1:
+            attention = "MQA"
+        elif n_kv_heads < n_heads:
+            attention = "GQA"
+        else:
+            attention = "MHA"
+    return ZooEntry(name, year, norm, parallel, placement, position, activation, tuple(stability),
+                    params_b, n_layers, d_model, n_heads, n_kv_heads, attention, source)
+
+
+#: The corrected model table, oldest first.
+ZOO: tuple[ZooEntry, ...] = (
+    _e("Transformer (big)", 2017, "LayerNorm", False, "post", "sinusoidal", "ReLU", (), 0.213,
+       6, 1024, 16, 16, "Vaswani et al. 2017, Table 3 (encoder-decoder; 6 layers per stack)"),
+    _e("GPT", 2018, "LayerNorm", False, "post", "learned", "GELU", (), 0.117,
+       12, 768, 12, 12, "Radford et al. 2018"),
+    _e("GPT-2 (1.5B)", 2019, "LayerNorm", False, "pre", "learned", "GELU", (), 1.5,
+       48, 1600, 25, 25, "Radford et al. 2019; HF gpt2-xl config"),
+    _e("T5 (11B)", 2019, "RMSNorm", False, "pre", "relative", "ReLU", (), 11.0,
+       24, 1024, 128, 128, "Raffel et al. 2020 (scale-only LayerNorm without mean subtraction; "
+       "relative position buckets; encoder-decoder)"),
+    _e("GPT-3 (175B)", 2020, "LayerNorm", False, "pre", "learned", "GELU", (), 175.0,
+       96, 12288, 96, 96, "Brown et al. 2020, Table 2.1",
+       attention="MHA, alternating dense and locally banded sparse"),
+    _e("T5 v1.1 (XXL)", 2020, "RMSNorm", False, "pre", "relative", "GeGLU", (), 11.0,
+       24, 4096, 64, 64, "Google T5 v1.1 release notes; HF google/t5-v1_1-xxl config"),
+    _e("mT5 (XXL)", 2020, "RMSNorm", False, "pre", "relative", "GeGLU", (), 13.0,
+       24, 4096, 64, 64, "Xue et al. 2021 (T5 v1.1 recipe)"),
+    _e("GPT-J (6B)", 2021, "LayerNorm", True, "pre", "RoPE", "GELU", (), 6.05,
+       28, 4096, 16, 16, "Wang & Komatsuzaki 2021; HF EleutherAI/gpt-j-6b config "
+       "(RoPE on 64 of 256 head dims)"),
+    _e("Gopher (280B)", 2021, "RMSNorm", False, "pre", "relative", "GELU", (), 280.0,
+       80, 16384, 128, 128, "Rae et al. 2021, Table 1 (GPT-2 recipe with RMSNorm and "
+       "Transformer-XL relative positions)"),
+    _e("LaMDA (137B)", 2022, "unstated", False, "unstated", "relative", "GeGLU", (), 137.0,
+       64, 8192, 128, 128, "Thoppilan et al. 2022 (T5 relative attention, gated GELU)"),
+    _e("GPT-NeoX (20B)", 2022, "LayerNorm", True, "pre", "RoPE", "GELU", (), 20.0,
+       44, 6144, 64, 64, "Black et al. 2022 (RoPE on 25% of head dims)"),
+    _e("OPT (175B)", 2022, "LayerNorm", False, "pre", "learned", "ReLU", (), 175.0,
+       96, 12288, 96, 96, "Zhang et al. 2022, Table 1"),
+    _e("BLOOM (176B)", 2022, "LayerNorm", False, "pre", "ALiBi", "GELU", ("embedding LayerNorm",),
+       176.0, 70, 14336, 112, 112, "BigScience Workshop 2022; HF bigscience/bloom config"),
+    _e("PaLM (540B)", 2022, "LayerNorm (no bias)", True, "pre", "RoPE", "SwiGLU", ("z-loss",),
+       540.0, 118, 18432, 48, 1, "Chowdhery et al. 2022, Table 1 and Section 2"),
+    _e("Chinchilla (70B)", 2022, "RMSNorm", False, "pre", "relative", "GELU", (), 70.0,
+       80, 8192, 64, 64, "Hoffmann et al. 2022, Table 4 (Gopher architecture)"),
+    _e("LLaMA (65B)", 2023, "RMSNorm", False, "pre", "RoPE", "SwiGLU", (), 65.2,
+       80, 8192, 64, 64, "Touvron et al. 2023a, Table 2"),
+    _e("Llama 2 (7B)", 2023, "RMSNorm", False, "pre", "RoPE", "SwiGLU", (), 6.74,
+       32, 4096, 32, 32, "Touvron et al. 2023b; HF meta-llama/Llama-2-7b-hf config"),
+    _e("Llama 2 (13B)", 2023, "RMSNorm", False, "pre", "RoPE", "SwiGLU", (), 13.0,
+       40, 5120, 40, 40, "Touvron et al. 2023b; HF meta-llama/Llama-2-13b-hf config"),
+    _e("Llama 2 (34B)", 2023, "RMSNorm", False, "pre", "RoPE", "SwiGLU", (), 34.0,
+       48, 8192, 64, 8, "Touvron et al. 2023b, Table 1 (GQA for 34B/70B; model not released; "
+       "shape of Code Llama 34B, Roziere et al. 2023)"),
+    _e("Llama 2 (70B)", 2023, "RMSNorm", False, "pre", "RoPE", "SwiGLU", (), 69.0,
+       80, 8192, 64, 8, "Touvron et al. 2023b; HF meta-llama/Llama-2-70b-hf config"),
+    _e("Qwen (14B)", 2023, "RMSNorm", False, "pre", "RoPE", "SwiGLU", (), 14.0,
+       40, 5120, 40, 40, "Bai et al. 2023, Table 1"),
+    _e("Falcon (40B)", 2023, "LayerNorm", True, "pre", "RoPE", "GELU", (), 40.0,
+       60, 8192, 128, 8, "Almazrouei et al. 2023; HF tiiuae/falcon-40b config"),
+    _e("Mistral (7B)", 2023, "RMSNorm", False, "pre", "RoPE", "SwiGLU", (), 7.24,
+       32, 4096, 32, 8, "Jiang et al. 2023, Table 1 (dense; Mixtral is the MoE)",
+       attention="GQA + sliding window 4096"),
+    _e("Mixtral (8x7B)", 2024, "RMSNorm", False, "pre", "RoPE", "SwiGLU (MoE, 8 experts, top-2)",
+       (), 46.7, 32, 4096, 32, 8, "Jiang et al. 2024 (12.9B active parameters per token)"),
+    _e("OLMo (7B)", 2024, "LayerNorm (non-parametric)", False, "pre", "RoPE", "SwiGLU", (), 6.9,
+       32, 4096, 32, 32, "Groeneveld et al. 2024, Table 1"),
+    _e("DeepSeek LLM (67B)", 2024, "RMSNorm", False, "pre", "RoPE", "SwiGLU", (), 67.0,
+       95, 8192, 64, 8, "DeepSeek-AI 2024, Table 2"),
+    _e("Yi (34B)", 2024, "RMSNorm", False, "pre", "RoPE", "SwiGLU", (), 34.0,
+       60, 7168, 56, 8, "Young et al. 2024, Table 1"),
+    _e("Gemma 2 (27B)", 2024, "RMSNorm", False, "pre+post", "RoPE", "GeGLU",
+       ("logit soft-capping", "pre+post norm"), 27.2, 46, 4608, 32, 16,
+       "Gemma Team 2024, Table 1; HF google/gemma-2-27b config",
+       attention="GQA, alternating local (4096) / global"),
+    _e("Phi-3-small (7B)", 2024, "LayerNorm", False, "pre", "RoPE", "GeGLU", (), 7.4,
+       32, 4096, 32, 8, "Abdin et al. 2024; HF microsoft/Phi-3-small-8k-instruct config",
+       attention="GQA, alternating dense / block-sparse"),
+    _e("Llama 3 (70B)", 2024, "RMSNorm", False, "pre", "RoPE", "SwiGLU", (), 70.6,
+       80, 8192, 64, 8, "Dubey et al. 2024, Table 3 (RoPE base 500000)"),
+    _e("Nemotron-4 (340B)", 2024, "LayerNorm", False, "pre", "RoPE", "squared ReLU", (), 340.0,
+       96, 18432, 96, 8, "NVIDIA 2024, Nemotron-4 340B technical report, Table 1"),
+    _e("Qwen2 (72B)", 2024, "RMSNorm", False, "pre", "RoPE", "SwiGLU", ("QKV bias",), 72.7,
+       80, 8192, 64, 8, "Yang et al. 2024, Table 1"),
+    _e("OLMo 2 (7B)", 2024, "RMSNorm", False, "post (sublayer output)", "RoPE", "SwiGLU",
+       ("z-loss", "QK-norm"), 7.3, 32, 4096, 32, 32,
+       "OLMo et al. 2024 (norm on attention/MLP outputs inside the residual)"),
+    _e("Gemma 3 (27B)", 2025, "RMSNorm", False, "pre+post", "RoPE", "GeGLU",
+       ("QK-norm", "pre+post norm"), 27.0, 62, 5376, 32, 16,
+       "Gemma Team 2025; HF google/gemma-3-27b-pt config",
+       attention="GQA, 5 local (1024) : 1 global"),
+    _e("SmolLM2 (1.7B)", 2025, "RMSNorm", False, "pre", "RoPE", "SwiGLU", (), 1.7,
+       24, 2048, 32, 32, "Allal et al. 2025; HF HuggingFaceTB/SmolLM2-1.7B config"),
+)
+
+
+def zoo_table(entries: tuple[ZooEntry, ...] | None = None):
+    """The zoo as a ``pandas.DataFrame`` (one row per model, columns = :class:`ZooEntry` fields).
+
+    Adds two derived columns: ``aspect`` (d_model / n_layers) and ``d_model_per_head``
+    (d_model / n_heads; the real head size differs in a few models, e.g. PaLM 540B uses 256).
+    """
+    import pandas as pd
+
+    rows = [asdict(e) for e in (ZOO if entries is None else entries)]
+    for r in rows:
+        r["stability"] = ", ".join(r["stability"])
+    df = pd.DataFrame(rows, columns=[f.name for f in fields(ZooEntry)])
+    df["aspect"] = df["d_model"] / df["n_layers"]
+    df["d_model_per_head"] = df["d_model"] / df["n_heads"]
+    return df
