@@ -1,0 +1,216 @@
+"""Explorers for the position chapters.
+
+* :func:`sinusoidal_explorer`: dimension and position -> that dimension's wave over positions,
+  and the whole encoding vector of the chosen position.
+* :func:`rope_explorer`: base, position and pair -> the pair's "clock hand" at that position
+  (with its trail from position 0) and q.k against the offset for that base.
+* :func:`alibi_explorer`: number of heads and a head -> every head's slope, and how the chosen
+  head's attention spreads over distance (uniform content, only the bias differs).
+
+Each ``*_frame`` function is pure and fast; the explorers only add the controls.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+import torch
+
+from ..plots._style import PALETTE
+from ..position.alibi import alibi_bias, alibi_slopes
+from ..position.rope import apply_rotary, rope_cos_sin, rope_frequencies
+from ..position.sinusoidal import sinusoidal_encoding, sinusoidal_wavelengths
+from ._core import Control, Explorer, Frame
+
+__all__ = [
+    "sinusoidal_frame",
+    "sinusoidal_explorer",
+    "rope_frame",
+    "rope_explorer",
+    "alibi_frame",
+    "alibi_explorer",
+]
+
+
+
+def _f32(a: np.ndarray) -> np.ndarray:
+    # float32 halves what the static page stores per frame; plenty for a picture
+    return np.asarray(a, dtype=np.float32)
+
+
+# ----------------------------------------------------------------------------- sinusoidal
+_SIN_C, _SIN_T = 64, 128
+
+
+def sinusoidal_frame(dimension: int = 8, position: int = 20) -> Frame:
+    """Left: column ``dimension`` of the encoding over positions; right: row ``position``."""
+    pe = _f32(sinusoidal_encoding(_SIN_T, _SIN_C).numpy())  # (T, C)
+    pair = dimension // 2
+    wavelength = float(sinusoidal_wavelengths(_SIN_C)[pair])
+    kind = "sin" if dimension % 2 == 0 else "cos"
+    traces = [
+        go.Scatter(x=np.arange(_SIN_T), y=pe[:, dimension], mode="lines", name=f"dim {dimension}",
+                   line={"color": PALETTE[0]}, xaxis="x", yaxis="y"),
+        go.Scatter(x=[position], y=[pe[position, dimension]], mode="markers", name="position",
+                   marker={"color": PALETTE[3], "size": 11}, xaxis="x", yaxis="y"),
+        go.Bar(x=np.arange(_SIN_C), y=pe[position], name=f"PE({position})",
+               marker_color=PALETTE[5], xaxis="x2", yaxis="y2"),
+        go.Scatter(x=[dimension], y=[pe[position, dimension]], mode="markers", name="this dim",
+                   marker={"color": PALETTE[3], "size": 11, "symbol": "diamond"},
+                   xaxis="x2", yaxis="y2"),
+    ]
+    title = (f"dim {dimension} = {kind} of pair {pair}: wavelength {wavelength:,.1f} positions; "
+             f"PE({position}, {dimension}) = {pe[position, dimension]:+.3f}")
+    return Frame(traces=traces, layout={"title.text": title})
+
+
+def sinusoidal_explorer() -> Explorer:
+    """Dimension and position sliders over a C=64 sinusoidal table of 128 positions."""
+    return Explorer(
+        sinusoidal_frame,
+        [
+            Control("dimension", (0, 1, 4, 8, 16, 32, 48, 63), default=8, label="dimension",
+                    live=(0, _SIN_C - 1, 1)),
+            Control("position", (0, 5, 10, 20, 50, 100), default=20, label="position",
+                    live=(0, _SIN_T - 1, 1)),
+        ],
+        title="Sinusoidal encoding: one dimension, one position",
+        layout={
+            "xaxis": {"domain": [0.0, 0.46], "title": {"text": "position"}, "range": [0, _SIN_T]},
+            "yaxis": {"range": [-1.15, 1.15], "title": {"text": "PE(position, dim)"}},
+            "xaxis2": {"domain": [0.56, 1.0], "title": {"text": "dimension"},
+                       "range": [-1, _SIN_C]},
+            "yaxis2": {"anchor": "x2", "range": [-1.15, 1.15]},
+            "showlegend": False,
+            "title": {"font": {"size": 12}},
+        },
+    )
+
+
+# ----------------------------------------------------------------------------- RoPE
+_ROPE_D = 64
+_ROPE_OFFSETS = 256
+
+
+def _rope_scores(base: float) -> np.ndarray:
+    """q_m . k_0 for m = 0 .. 255 with fixed random q, k (seeded): (256,)."""
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(1, _ROPE_D, generator=g, dtype=torch.float64)
+    k = torch.randn(1, _ROPE_D, generator=g, dtype=torch.float64)
+    inv_freq = rope_frequencies(_ROPE_D, base=base)[0].double()
+    m = torch.arange(_ROPE_OFFSETS)
+    cos, sin = rope_cos_sin(m, inv_freq)  # (M, D)
+    q_rot = apply_rotary(q.expand(_ROPE_OFFSETS, -1).contiguous(), cos, sin)  # (M, D)
+    return _f32((q_rot @ k[0]).numpy() / math.sqrt(_ROPE_D))
+
+
+def rope_frame(base: float = 10000.0, position: int = 10, pair: int = 4) -> Frame:
+    """Left: pair ``pair``'s hand at ``position`` (trail from 0); right: q.k vs offset."""
+    inv_freq = rope_frequencies(_ROPE_D, base=base)[0].double()
+    theta = float(inv_freq[pair])
+    circle = np.linspace(0, 2 * np.pi, 61)
+    steps = np.arange(position + 1) if position <= 60 else np.linspace(0, position, 61)
+    trail = theta * steps  # at most 61 dots: keeps the static page light
+    angle = theta * position
+    scores = _rope_scores(base)
+    wavelength = 2 * math.pi / theta
+    traces = [
+        go.Scatter(x=_f32(np.cos(circle)), y=_f32(np.sin(circle)), mode="lines", line={"color": "#ccc"},
+                   name="unit circle", xaxis="x", yaxis="y", hoverinfo="skip"),
+        go.Scatter(x=_f32(np.cos(trail)), y=_f32(np.sin(trail)), mode="markers",
+                   marker={"size": 4, "color": PALETTE[5]}, name="positions 0..m",
+                   xaxis="x", yaxis="y"),
+        go.Scatter(x=[0, math.cos(angle)], y=[0, math.sin(angle)], mode="lines+markers",
+                   line={"color": PALETTE[3], "width": 4}, marker={"size": [1, 10]},
+                   name="hand at m", xaxis="x", yaxis="y"),
+        go.Scatter(x=np.arange(_ROPE_OFFSETS, dtype=np.int16), y=scores, mode="lines",
+                   line={"color": PALETTE[0]}, name="q_m·k_0 / √D", xaxis="x2", yaxis="y2"),
+        go.Scatter(x=[position], y=[scores[position] if position < _ROPE_OFFSETS else None],
+                   mode="markers", marker={"color": PALETTE[3], "size": 10}, name="offset m",
+                   xaxis="x2", yaxis="y2"),
+    ]
+    title = (f"base {base:g}, pair {pair}: θ = {theta:.3g} rad/pos, one turn per "
+             f"{wavelength:,.0f} positions; angle at m={position}: "
+             f"{math.degrees(angle) % 360:.0f}°")
+    return Frame(traces=traces, layout={"title.text": title})
+
+
+def rope_explorer() -> Explorer:
+    """Base, position and pair sliders for RoPE with head dim 64 (32 pairs)."""
+    return Explorer(
+        rope_frame,
+        [
+            Control("base", (100.0, 10000.0, 500000.0), default=10000.0, label="base"),
+            Control("position", (0, 1, 3, 10, 50, 200), default=10, label="position m",
+                    live=(0, _ROPE_OFFSETS - 1, 1)),
+            Control("pair", (0, 4, 12, 31), default=4, label="pair i", live=(0, 31, 1)),
+        ],
+        title="RoPE: one pair's rotation, and the score it produces",
+        layout={
+            "xaxis": {"domain": [0.0, 0.38], "range": [-1.25, 1.25], "title": {"text": "x_{2i}"},
+                      "scaleanchor": "y"},
+            "yaxis": {"range": [-1.25, 1.25], "title": {"text": "x_{2i+1}"}},
+            "xaxis2": {"domain": [0.5, 1.0], "range": [0, _ROPE_OFFSETS],
+                       "title": {"text": "offset m - n"}},
+            "yaxis2": {"anchor": "x2", "range": [-3.5, 3.5], "title": {"text": "q·k / √D"}},
+            "showlegend": False,
+            "title": {"font": {"size": 12}},
+        },
+    )
+
+
+# ----------------------------------------------------------------------------- ALiBi
+_ALIBI_T = 128
+_MAX_HEADS = 16
+
+
+def alibi_frame(n_heads: int = 8, head: int = 0) -> Frame:
+    """Left: slopes of all heads (chosen head highlighted); right: the chosen head's attention
+    of the last query over distance, with equal content scores everywhere."""
+    head = min(head, n_heads - 1)
+    slopes = alibi_slopes(n_heads)
+    bias = alibi_bias(1, _ALIBI_T, slopes=slopes)[:, 0]  # (H, S): last query row
+    weights = _f32(bias.softmax(-1).flip(-1).numpy())  # (H, S), distance 0 first
+    mass = np.cumsum(weights[head])
+    span90 = int(np.searchsorted(mass, 0.9))
+    colours = [PALETTE[3] if h == head else PALETTE[0] for h in range(_MAX_HEADS)]
+    slope_values = np.full(_MAX_HEADS, np.nan)
+    slope_values[:n_heads] = slopes.numpy()
+    traces = [
+        go.Bar(x=np.arange(_MAX_HEADS), y=slope_values, marker_color=colours, name="slopes",
+               xaxis="x", yaxis="y"),
+        go.Scatter(x=np.arange(_ALIBI_T), y=weights[head], mode="lines",
+                   line={"color": PALETTE[3]}, name="weight at distance", xaxis="x2", yaxis="y2"),
+        go.Scatter(x=np.arange(_ALIBI_T), y=mass, mode="lines",
+                   line={"color": PALETTE[0], "dash": "dot"}, name="mass within distance",
+                   xaxis="x2", yaxis="y2"),
+    ]
+    title = (f"{n_heads} heads; head {head}: slope {float(slopes[head]):.4g}, 90% of its "
+             f"attention within {span90} tokens (of {_ALIBI_T})")
+    return Frame(traces=traces, layout={"title.text": title})
+
+
+def alibi_explorer() -> Explorer:
+    """Number of heads and head sliders; heads past ``n_heads - 1`` show the last head."""
+    return Explorer(
+        alibi_frame,
+        [
+            Control("n_heads", (1, 2, 3, 4, 6, 8, 12, 16), default=8, label="heads"),
+            Control("head", (0, 1, 2, 3, 5, 7, 11, 15), default=0, label="head",
+                    live=(0, _MAX_HEADS - 1, 1)),
+        ],
+        title="ALiBi: slope per head and the span it gives",
+        layout={
+            "xaxis": {"domain": [0.0, 0.4], "range": [-0.6, _MAX_HEADS - 0.4],
+                      "title": {"text": "head"}},
+            "yaxis": {"type": "log", "range": [math.log10(2**-8) - 0.2, 0.1],
+                      "title": {"text": "slope (log)"}},
+            "xaxis2": {"domain": [0.5, 1.0], "range": [0, _ALIBI_T],
+                       "title": {"text": "distance from the last query"}},
+            "yaxis2": {"anchor": "x2", "range": [0, 1.02], "title": {"text": "attention"}},
+            "showlegend": False,
+            "title": {"font": {"size": 12}},
+        },
+    )

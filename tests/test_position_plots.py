@@ -1,0 +1,153 @@
+"""Position figures: inspect the drawn artists (images, lines, shared colour limits)."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import plotly.graph_objects as go  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from llmviz.plots import position as pp  # noqa: E402
+from llmviz.position.alibi import alibi_bias, alibi_slopes  # noqa: E402
+from llmviz.position.relative import T5RelativeBias, t5_relative_bucket  # noqa: E402
+from llmviz.position.rope import rope_frequencies  # noqa: E402
+from llmviz.position.sinusoidal import sinusoidal_encoding, sinusoidal_wavelengths  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _close():
+    yield
+    plt.close("all")
+
+
+def test_sinusoidal_heatmap_and_waves():
+    pe = sinusoidal_encoding(40, 16)
+    ax = pp.plot_sinusoidal_heatmap(pe)
+    (im,) = ax.get_images()
+    assert im.get_array().shape == (40, 16) and im.get_clim() == (-1.0, 1.0)
+    ax = pp.plot_sinusoidal_waves(pe.numpy(), dims=[0, 1, 10])
+    assert len(ax.get_lines()) == 3
+    np.testing.assert_allclose(ax.get_lines()[2].get_ydata(), pe[:, 10].numpy())
+    with pytest.raises(ValueError, match=r"dimension 16 is out of range for C=16"):
+        pp.plot_sinusoidal_waves(pe, dims=[16])
+
+
+def test_score_vs_offset_accepts_stacks_and_lists():
+    x = torch.arange(10)
+    ax = pp.plot_score_vs_offset(x, torch.randn(3, 10), labels=["a", "b", "c"])
+    assert len(ax.get_lines()) == 3 + 1  # curves + zero line
+    ax = pp.plot_score_vs_offset(x, [torch.randn(10), np.zeros(10)])
+    assert len(ax.get_lines()) == 2 + 1
+
+
+def test_clock_hands_one_panel_per_pair_one_arrow_per_position():
+    inv, _ = rope_frequencies(64)
+    fig = pp.plot_rope_clock_hands(inv, positions=[0, 1, 2, 5], pairs=[0, 31])
+    assert len(fig.axes) == 2
+    for ax in fig.axes:
+        arrows = [c for c in ax.texts if getattr(c, "arrow_patch", None) is not None]
+        assert len(arrows) == 4
+    # the fast pair's hand at position 1 is turned by exactly 1 radian
+    arrow = [c for c in fig.axes[0].texts if getattr(c, "arrow_patch", None) is not None][1]
+    assert arrow.xy == pytest.approx((np.cos(1.0), np.sin(1.0)))
+    with pytest.raises(ValueError, match=r"pair 40 is out of range: there are 32 pairs"):
+        pp.plot_rope_clock_hands(inv, positions=[0], pairs=[40])
+
+
+def test_spiral_is_one_pair_in_3d():
+    inv, _ = rope_frequencies(16)
+    pos = torch.arange(50)
+    ax = pp.plot_rope_spiral(inv, 2, pos)
+    assert ax.name == "3d"
+    x, y, z = ax.get_lines()[0].get_data_3d()
+    np.testing.assert_allclose(np.hypot(x, y), 1.0, atol=1e-6)  # on the unit circle
+    np.testing.assert_allclose(z, np.arange(50))
+    fig = pp.plot_rope_spiral_plotly(inv, 2, pos)
+    assert isinstance(fig, go.Figure) and fig.data[0].type == "scatter3d"
+    np.testing.assert_allclose(np.asarray(fig.data[0].x), np.cos(float(inv[2]) * np.arange(50)),
+                               rtol=1e-6)
+
+
+def test_spectrum_one_line_per_base():
+    ax = pp.plot_rope_spectrum({"10k": 2 * np.pi / rope_frequencies(64)[0],
+                                "500k": 2 * np.pi / rope_frequencies(64, base=5e5)[0]},
+                               context=4096)
+    assert len(ax.get_lines()) == 3 and ax.get_yscale() == "log"
+
+
+def test_decay_plot():
+    x = np.arange(100)
+    ax = pp.plot_rope_decay(x, np.linspace(10, 1, 100), [np.sin(x), np.cos(x)])
+    assert len(ax.get_lines()) == 3 + 1
+    assert ax.get_lines()[2].get_label() == "upper bound"
+
+
+def test_shared_heatmaps_share_one_colour_scale():
+    maps = [np.arange(9.0).reshape(3, 3), -5 * np.ones((3, 3)), np.full((3, 3), np.nan)]
+    fig = pp.plot_shared_heatmaps(maps, ["a", "b", "c"], ncols=2)
+    images = [im for ax in fig.axes for im in ax.get_images()]
+    assert len(images) == 3
+    assert len({im.get_clim() for im in images}) == 1
+    assert images[0].get_clim() == (-8.0, 8.0)  # symmetric around 0, covering every value
+    colourbars = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+    assert len(colourbars) == 1
+    with pytest.raises(ValueError, match=r"got 3 maps but 2 titles"):
+        pp.plot_shared_heatmaps(maps, ["a", "b"])
+
+
+def test_alibi_bias_maps_share_scale_and_blank_the_future():
+    slopes = alibi_slopes(4)
+    fig = pp.plot_alibi_bias(alibi_bias(8, slopes=slopes), slopes=slopes)
+    images = [im for ax in fig.axes for im in ax.get_images()]
+    assert len(images) == 4
+    clims = {im.get_clim() for im in images}
+    assert len(clims) == 1
+    lo, hi = clims.pop()
+    assert lo == pytest.approx(-7 * float(slopes[0])) and hi == 0.0
+    data = images[0].get_array()
+    assert np.ma.is_masked(data[0, 1]) or np.isnan(data[0, 1])  # future key blanked
+    ax = pp.plot_alibi_slopes({"8 heads": alibi_slopes(8), "12 heads": alibi_slopes(12)})
+    assert len(ax.get_lines()) == 2
+
+
+def test_mass_by_distance():
+    w = torch.zeros(1, 3, 3)
+    w[0] = torch.tensor([[1.0, 0, 0], [0.5, 0.5, 0], [0.2, 0.3, 0.5]])
+    m = pp.mass_by_distance(w)
+    np.testing.assert_allclose(m[0], [(1 + 0.5 + 0.5) / 3, (0.5 + 0.3) / 3, 0.2 / 3])
+    assert m.sum() == pytest.approx(1.0)
+    bias = alibi_bias(16, slopes=alibi_slopes(4))
+    causal = torch.ones(16, 16, dtype=torch.bool).tril()
+    weights = bias.masked_fill(~causal, float("-inf")).softmax(-1)
+    ax = pp.plot_attention_mass_vs_distance(weights)
+    lines = ax.get_lines()
+    assert len(lines) == 4
+    # cumulative mass ends at 1 for every head; a steeper head (0) fills up faster
+    for line in lines:
+        assert line.get_ydata()[-1] == pytest.approx(1.0)
+    assert lines[0].get_ydata()[2] > lines[3].get_ydata()[2]
+
+
+def test_t5_plots():
+    rel = torch.arange(-50, 51)
+    ax = pp.plot_t5_buckets(rel, {"bidirectional": t5_relative_bucket(rel),
+                                  "causal": t5_relative_bucket(rel, bidirectional=False)})
+    assert len(ax.get_lines()) == 2
+    bias = T5RelativeBias(3)(10).detach()
+    fig = pp.plot_t5_bias(bias)
+    images = [im for ax in fig.axes for im in ax.get_images()]
+    assert len(images) == 3 and len({im.get_clim() for im in images}) == 1
+    with pytest.raises(ValueError, match=r"bias must be \(H, T, S\)"):
+        pp.plot_t5_bias(bias[0])
+
+
+def test_plots_use_the_given_axes():
+    fig, ax = plt.subplots()
+    assert pp.plot_sinusoidal_heatmap(sinusoidal_encoding(4, 4), ax=ax) is ax
+    fig, ax = plt.subplots()
+    assert pp.plot_rope_spectrum({"a": sinusoidal_wavelengths(8)}, ax=ax) is ax
