@@ -1,0 +1,147 @@
+"""Explorers for the architecture chapters (13-15).
+
+* :func:`architecture_explorer`: depth, width, heads and kv heads -> parameters by component,
+  FLOPs per token and KV-cache memory against context, for a Llama-style decoder.
+* :func:`sampling_explorer`: temperature, top-k, top-p and min-p -> which tokens survive and
+  the distribution a sample is drawn from (computed by :mod:`llmviz.sampling`).
+
+Frame functions are pure and fast (closed-form counts; one softmax over a short vocabulary)
+and always return the same number of traces.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import plotly.graph_objects as go
+import torch
+
+from ..analysis import count_parameters, flops_per_token, kv_cache_bytes_for
+from ..config import ModelConfig
+from ..plots._style import PALETTE
+from ..sampling import filtered_probs
+from ._core import Control, Explorer, Frame
+
+__all__ = ["architecture_frame", "architecture_explorer", "sampling_frame", "sampling_explorer"]
+
+_COMPONENTS = ("embedding", "attention", "ffn", "norms", "lm_head")
+_KV = {"MHA": None, "GQA-8": 8, "MQA": 1}
+_CONTEXTS = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
+
+
+def _config(n_layers: int, d_model: int, n_heads: int, kv: str, vocab_size: int) -> ModelConfig:
+    g = _KV[kv]
+    n_kv = n_heads if g is None else min(g, n_heads)
+    return ModelConfig(vocab_size=vocab_size, d_model=d_model, n_layers=n_layers, n_heads=n_heads,
+                       n_kv_heads=n_kv, ffn="swiglu", tie_embeddings=False, max_seq_len=4096)
+
+
+def architecture_frame(
+    n_layers: int = 32, d_model: int = 4096, n_heads: int = 32, kv: str = "MHA",
+    vocab_size: int = 32000,
+) -> Frame:
+    """Parameters by component (left) and KV-cache GiB vs context (right) of one shape."""
+    c = _config(n_layers, d_model, n_heads, kv, vocab_size)
+    counts = count_parameters(c)
+    by = counts["by_component"]
+    bars = go.Bar(x=list(_COMPONENTS), y=[by[k] / 1e9 for k in _COMPONENTS],
+                  marker={"color": PALETTE[: len(_COMPONENTS)]}, xaxis="x", yaxis="y",
+                  name="parameters (B)", showlegend=False)
+    gib = [kv_cache_bytes_for(c, t) / 2**30 for t in _CONTEXTS]
+    line = go.Scatter(x=_CONTEXTS, y=gib, mode="lines+markers", xaxis="x2", yaxis="y2",
+                      line={"color": PALETTE[3]}, name=f"{kv}, G={c.n_kv_heads}")
+    ref = _config(32, 4096, 32, "MHA", 32000)
+    ref_line = go.Scatter(x=_CONTEXTS, y=[kv_cache_bytes_for(ref, t) / 2**30 for t in _CONTEXTS],
+                          mode="lines", xaxis="x2", yaxis="y2", name="Llama-2-7B shape (MHA)",
+                          line={"color": "#999", "dash": "dot"})
+    flops = flops_per_token(c, seq_len=4096)
+    title = (f"{counts['total'] / 1e9:.2f} B params (head dim {c.head_dim}, aspect C/L "
+             f"{d_model / n_layers:.0f}) · training {flops / 1e9:.1f} GFLOP/token at T=4096 · "
+             f"KV cache {kv_cache_bytes_for(c, 4096) / 2**30:.2f} GiB at T=4096")
+    return Frame(traces=[bars, line, ref_line], layout={"title.text": title})
+
+
+def architecture_explorer(*, vocab_size: int = 32000) -> Explorer:
+    """Sliders: layers, d_model, heads, kv heads (MHA / GQA-8 / MQA); bf16 cache, batch 1."""
+    layout = {
+        "xaxis": {"domain": [0, 0.42], "title": {"text": "component"}},
+        "yaxis": {"type": "log", "range": [-4, 3], "title": {"text": "parameters (billions)"}},
+        "xaxis2": {"domain": [0.55, 1], "type": "log", "title": {"text": "context T (tokens)"}},
+        "yaxis2": {"type": "log", "range": [-4, 3.5], "anchor": "x2",
+                   "title": {"text": "KV cache (GiB, bf16, batch 1)"}},
+        "legend": {"x": 0.56, "y": 1.0},
+        "title": {"font": {"size": 12}},
+    }
+    return Explorer(
+        architecture_frame,
+        [
+            Control("n_layers", (6, 12, 24, 48, 96), default=24, label="layers L", live=(1, 128, 1)),
+            Control("d_model", (512, 1024, 2048, 4096, 8192), default=2048, label="width C"),
+            Control("n_heads", (8, 16, 32, 64), default=16, label="heads H"),
+            Control("kv", tuple(_KV), default="MHA", label="kv heads"),
+        ],
+        title="Depth, width and heads -> parameters, FLOPs, KV cache",
+        layout=layout,
+        fixed={"vocab_size": vocab_size},
+    )
+
+
+def _demo_logits(n: int = 30) -> torch.Tensor:
+    g = torch.Generator().manual_seed(0)
+    ranks = torch.arange(1, n + 1, dtype=torch.float32)
+    return -1.1 * ranks.log() + 0.3 * torch.randn(n, generator=g)  # Zipf-like with noise
+
+
+def sampling_frame(
+    temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0,
+    logits: torch.Tensor | None = None, labels: Sequence[str] | None = None,
+) -> Frame:
+    """Bars: the model's distribution (grey) and the one sampled from after the filters
+    (colour). ``top_k=0``, ``top_p=1`` and ``min_p=0`` switch a filter off."""
+    logits = _demo_logits() if logits is None else torch.as_tensor(logits, dtype=torch.float32)
+    order = torch.argsort(logits, descending=True)
+    logits = logits[order]
+    names = [str(i) for i in order.tolist()] if labels is None else [labels[i] for i in order.tolist()]
+    base = torch.softmax(logits, -1)
+    probs = filtered_probs(logits, temperature=temperature, top_k=top_k or None,
+                           top_p=top_p if top_p < 1 else None, min_p=min_p or None)
+    kept = int((probs > 0).sum())
+    mass = float(base[probs > 0].sum())
+    traces = [
+        go.Bar(x=names, y=base.tolist(), name="model (T=1)", marker={"color": "#bbb"}),
+        go.Bar(x=names, y=probs.tolist(), name="sampled from", marker={"color": PALETTE[0]}),
+    ]
+    title = (f"{kept} of {len(names)} tokens kept · they held {mass:.0%} of the model's mass · "
+             f"entropy {float(-(probs[probs > 0] * probs[probs > 0].log()).sum()):.2f} nats")
+    return Frame(traces=traces, layout={"title.text": title})
+
+
+def sampling_explorer(
+    logits: torch.Tensor | None = None, *, labels: Sequence[str] | None = None
+) -> Explorer:
+    """Sliders: temperature, top-k, top-p, min-p over ``logits`` (V,) (a demo Zipf-like
+    distribution by default; pass a trained model's next-token logits and token labels)."""
+    if logits is not None:
+        logits = torch.as_tensor(logits, dtype=torch.float32).detach().cpu()
+        if logits.ndim != 1:
+            raise ValueError(f"logits must be one row (V,), got shape {tuple(logits.shape)}")
+        if labels is not None and len(labels) != logits.numel():
+            raise ValueError(f"labels has {len(labels)} entries but logits has {logits.numel()}")
+    layout = {
+        "barmode": "overlay",
+        "yaxis": {"range": [0, 1], "title": {"text": "probability"}},
+        "xaxis": {"title": {"text": "token (most likely first)"}, "type": "category"},
+        "title": {"font": {"size": 12}},
+    }
+    return Explorer(
+        sampling_frame,
+        [
+            Control("temperature", (0.25, 0.5, 1.0, 1.5, 2.0), default=1.0, live=(0.05, 3.0, 0.05)),
+            Control("top_k", (0, 3, 10), default=0, label="top-k (0 = off)"),
+            Control("top_p", (0.5, 0.8, 0.9, 0.95, 1.0), default=1.0, label="top-p (1 = off)"),
+            Control("min_p", (0.0, 0.05, 0.1, 0.2), default=0.0, label="min-p (0 = off)"),
+        ],
+        title="Sampling filters",
+        layout=layout,
+        fixed={"logits": logits, "labels": labels},
+    )
