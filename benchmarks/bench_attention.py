@@ -6,11 +6,17 @@
     (``eager_attention_forward``; target ratio <= 1.0): both materialise the (B, H, T, S)
     weights; ours scales q instead of the scores and never copies k/v for GQA.
 
-Run: ``python benchmarks/bench_attention.py`` (CPU; on a GPU it uses the GPU). Shapes:
+Run: ``python -m benchmarks.bench_attention`` (or ``python benchmarks/bench_attention.py``) (CPU; on a GPU it uses the GPU). Shapes:
 B=4, H=8, T=S=1024, D=64, causal mask, float32.
 """
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 import torch.nn.functional as F
