@@ -328,3 +328,25 @@ def test_bad_inputs_raise_clear_errors(gen):
         RopeScaling("ntk", factor=2.0).to_hf()
     with pytest.raises(ValueError, match=r"base must be > 1, got 1"):
         rope_frequencies(8, base=1)
+
+
+# ----------------------------------------------------------------------------- long-term decay
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_score_bound_holds_and_actual_matches_rotation(gen, layout):
+    from llmviz.position.rope import rope_decay_curve, rope_score_bound
+
+    q = torch.randn(32, generator=gen, dtype=torch.float64)
+    k = torch.randn(32, generator=gen, dtype=torch.float64)
+    offsets = torch.arange(0, 3000, 7)
+    actual, bound = rope_score_bound(q, k, offsets, layout=layout)
+    assert torch.all(actual.abs() <= bound + 1e-9)
+    n = 11
+    inv = rope_frequencies(32)[0].double()
+    for r in (0, 7, 700):
+        qm = apply_rotary(q[None], *rope_cos_sin(torch.tensor([n + r]), inv, layout=layout), layout=layout)
+        kn = apply_rotary(k[None], *rope_cos_sin(torch.tensor([n]), inv, layout=layout), layout=layout)
+        assert float((qm * kn).sum()) == pytest.approx(float(actual[offsets.tolist().index(r)]))
+    # the bound curve decays overall but the actual score does not follow it monotonically
+    curve = rope_decay_curve(offsets, 32)
+    assert curve[0] > 2.5 * curve[-50:].mean()
+    assert (torch.diff(actual) > 0).any() and (torch.diff(actual) < 0).any()

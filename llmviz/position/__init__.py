@@ -29,6 +29,8 @@ from .rope import (
     apply_rotary,
     interleaved_to_half_permutation,
     rope_cos_sin,
+    rope_decay_curve,
+    rope_score_bound,
     rope_frequencies,
 )
 from .sinusoidal import (
@@ -62,6 +64,8 @@ __all__ = [
     "apply_rotary",
     "interleaved_to_half_permutation",
     "rope_cos_sin",
+    "rope_decay_curve",
+    "rope_score_bound",
     "rope_frequencies",
     "SinusoidalPositionalEmbedding",
     "sinusoidal_encoding",
