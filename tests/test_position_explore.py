@@ -15,11 +15,13 @@ from llmviz.explore.position import (
     rope_frame,
     sinusoidal_explorer,
     sinusoidal_frame,
+    t5_bucket_explorer,
+    t5_bucket_frame,
 )
 from llmviz.position.alibi import alibi_slopes
 from llmviz.position.sinusoidal import sinusoidal_encoding
 
-FACTORIES = [sinusoidal_explorer, rope_explorer, alibi_explorer]
+FACTORIES = [sinusoidal_explorer, rope_explorer, alibi_explorer, t5_bucket_explorer]
 
 
 @pytest.mark.parametrize("factory", FACTORIES, ids=lambda f: f.__name__)
@@ -60,3 +62,15 @@ def test_alibi_frame_clamps_head_and_shows_slopes():
     np.testing.assert_allclose(np.asarray(f.traces[0].y)[:3], alibi_slopes(3).numpy(), rtol=1e-6)
     mass = np.asarray(f.traces[2].y)
     assert mass[-1] == pytest.approx(1.0, abs=1e-5) and np.all(np.diff(mass) >= -1e-7)
+
+
+def test_t5_frame_matches_buckets():
+    from llmviz.position.relative import t5_relative_bucket
+    import torch
+
+    f = t5_bucket_frame(num_buckets=16, max_distance=64, bidirectional=False)
+    rel = torch.arange(-300, 301)
+    np.testing.assert_array_equal(np.asarray(f.traces[0].y),
+                                  t5_relative_bucket(rel, bidirectional=False, num_buckets=16,
+                                                     max_distance=64).numpy())
+    assert "causal" in f.layout["title.text"]

@@ -4,6 +4,8 @@
   and the whole encoding vector of the chosen position.
 * :func:`rope_explorer`: base, position and pair -> the pair's "clock hand" at that position
   (with its trail from position 0) and q.k against the offset for that base.
+* :func:`t5_bucket_explorer`: T5's number of buckets, max distance and direction -> which
+  bucket each relative position falls in.
 * :func:`alibi_explorer`: number of heads and a head -> every head's slope, and how the chosen
   head's attention spreads over distance (uniform content, only the bias differs).
 
@@ -20,6 +22,7 @@ import torch
 
 from ..plots._style import PALETTE
 from ..position.alibi import alibi_bias, alibi_slopes
+from ..position.relative import t5_relative_bucket
 from ..position.rope import apply_rotary, rope_cos_sin, rope_frequencies
 from ..position.sinusoidal import sinusoidal_encoding, sinusoidal_wavelengths
 from ._core import Control, Explorer, Frame
@@ -31,6 +34,8 @@ __all__ = [
     "rope_explorer",
     "alibi_frame",
     "alibi_explorer",
+    "t5_bucket_frame",
+    "t5_bucket_explorer",
 ]
 
 
@@ -210,6 +215,52 @@ def alibi_explorer() -> Explorer:
             "xaxis2": {"domain": [0.5, 1.0], "range": [0, _ALIBI_T],
                        "title": {"text": "distance from the last query"}},
             "yaxis2": {"anchor": "x2", "range": [0, 1.02], "title": {"text": "attention"}},
+            "showlegend": False,
+            "title": {"font": {"size": 12}},
+        },
+    )
+
+
+# ----------------------------------------------------------------------------- T5 buckets
+_T5_RANGE = 300
+
+
+def t5_bucket_frame(num_buckets: int = 32, max_distance: int = 128,
+                    bidirectional: bool = True) -> Frame:
+    """Bucket of every relative position j - i in [-300, 300], and where the exact range ends."""
+    rel = torch.arange(-_T5_RANGE, _T5_RANGE + 1)
+    buckets = t5_relative_bucket(rel, bidirectional=bidirectional, num_buckets=num_buckets,
+                                 max_distance=max_distance)
+    half = num_buckets // 2 if bidirectional else num_buckets
+    exact = half // 2
+    n_used = int(buckets.unique().numel())
+    traces = [
+        go.Scatter(x=rel.numpy().astype(np.int16), y=buckets.numpy().astype(np.int16),
+                   mode="lines", line={"shape": "hv", "color": PALETTE[0]}, name="bucket"),
+        go.Scatter(x=[-max_distance, -exact, exact, max_distance], y=[0, 0, 0, 0],
+                   mode="markers", marker={"symbol": "line-ns-open", "size": 16,
+                                           "color": PALETTE[3]},
+                   name="exact range / max_distance"),
+    ]
+    title = (f"{num_buckets} buckets, max_distance {max_distance}, "
+             f"{'bidirectional' if bidirectional else 'causal'}: distances < {exact} exact, "
+             f"log-spaced up to {max_distance}, {n_used} buckets in use")
+    return Frame(traces=traces, layout={"title.text": title})
+
+
+def t5_bucket_explorer() -> Explorer:
+    """Number of buckets, max distance and direction sliders for T5's relative buckets."""
+    return Explorer(
+        t5_bucket_frame,
+        [
+            Control("num_buckets", (8, 16, 32, 64), default=32, label="buckets"),
+            Control("max_distance", (40, 64, 128, 256), default=128, label="max distance"),
+            Control("bidirectional", (True, False), default=True, label="bidirectional"),
+        ],
+        title="T5 relative-position buckets",
+        layout={
+            "xaxis": {"range": [-_T5_RANGE, _T5_RANGE], "title": {"text": "relative position j - i"}},
+            "yaxis": {"range": [-1, 65], "title": {"text": "bucket"}},
             "showlegend": False,
             "title": {"font": {"size": 12}},
         },
