@@ -59,3 +59,16 @@ def test_static_faces_build():
     fig, spec = sampling_explorer().static_figure()
     assert len(spec["ranges"]) == 5 * 3 * 5 * 4
     assert spec["n_traces"] == 2 * len(spec["ranges"])
+
+
+def test_zoo_explorer_counts_models():
+    from llmviz.explore.architecture import zoo_explorer, zoo_frame
+    from llmviz.zoo import ZOO
+
+    f = zoo_frame(column="position", year=max(e.year for e in ZOO))
+    assert sum(f.traces[0].y) == len(ZOO)
+    assert dict(zip(f.traces[0].x, f.traces[0].y))["RoPE"] == sum(e.position == "RoPE" for e in ZOO)
+    ex = zoo_explorer()
+    assert {len(ex.frame(**p).traces) for p in ex.grid()} == {2}
+    early = zoo_frame(column="norm", year=2019)
+    assert sum(early.traces[0].y) == sum(e.year <= 2019 for e in ZOO)

@@ -2,6 +2,8 @@
 
 * :func:`architecture_explorer`: depth, width, heads and kv heads -> parameters by component,
   FLOPs per token and KV-cache memory against context, for a Llama-style decoder.
+* :func:`zoo_explorer`: a column of the model table and a year -> how many models used each
+  choice that year and up to it (data from :mod:`llmviz.zoo`).
 * :func:`sampling_explorer`: temperature, top-k, top-p and min-p -> which tokens survive and
   the distribution a sample is drawn from (computed by :mod:`llmviz.sampling`).
 
@@ -22,7 +24,10 @@ from ..plots._style import PALETTE
 from ..sampling import filtered_probs
 from ._core import Control, Explorer, Frame
 
-__all__ = ["architecture_frame", "architecture_explorer", "sampling_frame", "sampling_explorer"]
+__all__ = [
+    "architecture_frame", "architecture_explorer", "sampling_frame", "sampling_explorer",
+    "zoo_frame", "zoo_explorer",
+]
 
 _COMPONENTS = ("embedding", "attention", "ffn", "norms", "lm_head")
 _KV = {"MHA": None, "GQA-8": 8, "MQA": 1}
@@ -144,4 +149,42 @@ def sampling_explorer(
         title="Sampling filters",
         layout=layout,
         fixed={"logits": logits, "labels": labels},
+    )
+
+
+_ZOO_COLUMNS = ("norm", "placement", "position", "activation", "attention")
+
+
+def zoo_frame(column: str = "norm", year: int = 2023) -> Frame:
+    """Bars: models in the zoo using each value of ``column``, up to ``year`` and in ``year``."""
+    from ..zoo import zoo_table
+
+    df = zoo_table()
+    values = df[column].astype(str).str.split(",").str[0]  # "GQA + sliding window" -> kind
+    values = values.str.split(" ").str[0] if column == "attention" else values
+    cats = sorted(values.unique(), key=lambda v: -int((values == v).sum()))
+    upto = [int(((values == v) & (df["year"] <= year)).sum()) for v in cats]
+    this = [int(((values == v) & (df["year"] == year)).sum()) for v in cats]
+    traces = [
+        go.Bar(x=cats, y=upto, name=f"released up to {year}", marker={"color": PALETTE[0]}),
+        go.Bar(x=cats, y=this, name=f"released in {year}", marker={"color": PALETTE[1]}),
+    ]
+    n = int((df["year"] <= year).sum())
+    return Frame(traces=traces, layout={"title.text": f"{column}: {n} models in the table up to {year}"})
+
+
+def zoo_explorer() -> Explorer:
+    """Sliders: which column of the corrected model table, and which year."""
+    from ..zoo import ZOO
+
+    years = tuple(sorted({e.year for e in ZOO}))
+    return Explorer(
+        zoo_frame,
+        [
+            Control("column", _ZOO_COLUMNS, default="norm"),
+            Control("year", years, default=years[-1]),
+        ],
+        title="Which design choices spread, and when",
+        layout={"barmode": "group", "yaxis": {"range": [0, len(ZOO)], "title": {"text": "models"}},
+                "xaxis": {"type": "category"}},
     )
