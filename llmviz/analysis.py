@@ -35,6 +35,7 @@ __all__ = [
     "flops_per_token",
     "kv_cache_bytes",
     "kv_cache_bytes_for",
+    "match_width",
     "head_metrics",
 ]
 
@@ -195,6 +196,32 @@ def kv_cache_bytes_for(config: ModelConfig, seq_len: int, *, batch: int = 1, byt
         total += kv_cache_bytes(n_layers=1, n_kv_heads=config.n_kv_heads, head_dim=config.head_dim,
                                 seq_len=kept, batch=batch, bytes_per_el=bytes_per_el)
     return total
+
+
+def match_width(config: ModelConfig, n_layers: int, target: int, *, step: int | None = None) -> ModelConfig:
+    """``config`` reshaped to ``n_layers`` blocks with the width whose block parameter count
+    (all layers, without embeddings, lm_head and final norm: Kaplan et al.'s N) is closest to
+    ``target``, for depth-vs-width comparisons at matched size.
+
+    Widths are searched in multiples of ``step`` (default ``2 * n_heads``, so every head has an
+    even size, as RoPE needs); heads stay as in ``config``, the feed-forward follows the width.
+    """
+    if not isinstance(config, ModelConfig):
+        raise TypeError(f"config must be a ModelConfig, got {type(config).__name__}")
+    if target <= 0:
+        raise ValueError(f"target must be a positive parameter count, got {target}")
+    step = step or 2 * config.n_heads
+    best, best_err = None, None
+    width = step
+    while True:
+        cand = config.replace(n_layers=n_layers, d_model=width)
+        n = sum(count_parameters(cand)["per_layer"])
+        err = abs(n - target)
+        if best_err is not None and err > best_err and n > target:
+            return best
+        if best_err is None or err < best_err:
+            best, best_err = cand, err
+        width += step
 
 
 def __getattr__(name: str):

@@ -105,3 +105,20 @@ def test_errors():
         flops_per_token({"d_model": 4})
     with pytest.raises(ValueError, match="n_kv_heads must be positive"):
         kv_cache_bytes(n_layers=1, n_kv_heads=0, head_dim=4, seq_len=4)
+
+
+@pytest.mark.parametrize("layers", [1, 2, 4, 8])
+def test_match_width_hits_target(layers):
+    from llmviz.analysis import match_width
+
+    base = preset("llama2", n_heads=4, n_kv_heads=2)
+    c = match_width(base, layers, 200_000)
+    n = sum(count_parameters(c)["per_layer"])
+    assert c.n_layers == layers and c.head_dim % 2 == 0
+    # no other width on the grid is closer
+    for other in (c.d_model - 8, c.d_model + 8):
+        if other > 0:
+            m = sum(count_parameters(base.replace(n_layers=layers, d_model=other))["per_layer"])
+            assert abs(m - 200_000) >= abs(n - 200_000)
+    with pytest.raises(ValueError, match="target must be a positive"):
+        match_width(base, 2, 0)
