@@ -395,6 +395,8 @@ def apply_rope(
         x.shape[-1], base=base, rotary_dim=rotary_dim, scaling=scaling,
         seq_len=_seq_len(positions), device=x.device,
     )
+    if x.dtype == torch.float64:  # float64 input: float64 angles too (float32 otherwise, like HF)
+        inv_freq = inv_freq.double()
     cos, sin = rope_cos_sin(positions, inv_freq, layout=layout, attention_factor=factor)
     return apply_rotary(x, cos, sin, layout=layout)
 
@@ -452,6 +454,8 @@ class RotaryEmbedding(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """cos/sin tables (T, R) or (B, T, R) for ``positions``; compute once, reuse for q and k."""
         inv_freq, factor = self.frequencies(_seq_len(positions), positions.device)
+        if dtype == torch.float64:
+            inv_freq = inv_freq.double()
         return rope_cos_sin(
             positions, inv_freq, layout=self.layout, attention_factor=factor, dtype=dtype
         )
