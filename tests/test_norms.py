@@ -398,3 +398,34 @@ def test_norm_explorer_frames():
     assert spread(bn[2]) > 0.7 * spread(bn[1])
     fig, spec = ex.static_figure()
     assert len(spec["ranges"]) == len(ex.grid())
+
+
+def test_depth_profiles_and_placement_explorer():
+    from llmviz.config import ModelConfig
+    from llmviz.explore.norms import depth_profiles, placement_explorer
+    from llmviz.models import DecoderLM
+
+    torch.manual_seed(0)
+    model = DecoderLM(ModelConfig(d_model=16, n_layers=3, n_heads=2, max_seq_len=16, placement="post", norm="layer"))
+    ids = torch.randint(0, 256, (2, 8))
+    prof = depth_profiles(model, ids)
+    assert len(prof["grad_norm"]) == len(prof["residual_rms"]) == 3
+    assert all(g > 0 for g in prof["grad_norm"])
+    # post-norm ends every block with a LayerNorm (unit gain, zero shift): RMS 1 up to eps
+    assert prof["residual_rms"] == pytest.approx([1.0] * 3, abs=1e-3)
+    assert not model.layers[0]._forward_hooks  # hooks removed
+    ex = placement_explorer()
+    frames = [ex.frame(placement=p, n_layers=4) for p in ("post", "pre")]
+    assert {len(f.traces) for f in frames} == {2}
+    again = ex.frame(placement="pre", n_layers=4)
+    assert list(again.traces[0].y) == list(frames[1].traces[0].y)  # pure: same input, same frame
+
+
+def test_placement_explorer_leaves_global_rng_alone():
+    from llmviz.explore.norms import placement_frame
+
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    placement_frame("pre", 4)
+    assert torch.equal(torch.rand(3), expected)

@@ -19,7 +19,10 @@ from ..norms import batch_norm, layer_norm, rms_norm
 from ..plots._style import PALETTE
 from ._core import Control, Explorer, Frame
 
-__all__ = ["norm_explorer", "norm_frame", "activation_explorer", "activation_frame"]
+__all__ = [
+    "norm_explorer", "norm_frame", "activation_explorer", "activation_frame",
+    "depth_profiles", "placement_explorer", "placement_frame",
+]
 
 _T, _C, _STD = 256, 64, 0.1  # tokens, features, input scale
 _OUTLIER_FEATURE = 3
@@ -145,5 +148,87 @@ def activation_explorer() -> Explorer:
             "yaxis": {"range": [-1.0, 5.0], "title": {"text": "act(x)"}},
             "xaxis2": {"domain": [0.55, 1.0], "title": {"text": "x"}},
             "yaxis2": {"anchor": "x2", "range": [-0.3, 1.4], "title": {"text": "d act / dx"}},
+        },
+    )
+
+
+# ----------------------------------------------------------------------------- depth profiles
+def depth_profiles(model, input_ids) -> dict:
+    """Per-layer gradient norm and residual-stream RMS of a :class:`~llmviz.models.DecoderLM`.
+
+    One forward and backward pass of the next-token loss on ``input_ids`` ``(B, T)``; the
+    model's parameters' ``.grad`` are overwritten.
+
+    Returns:
+        ``{"grad_norm": [...], "residual_rms": [...]}``, one entry per block:
+        the L2 norm of the gradient of all the block's parameters, and the RMS of the block's
+        output (the residual stream after it).
+    """
+    rms: list[float] = []
+    hooks = [layer.register_forward_hook(
+        lambda _m, _i, out: rms.append(float((out[0] if isinstance(out, tuple) else out).detach().pow(2).mean().sqrt())))
+        for layer in model.layers]
+    try:
+        model.zero_grad(set_to_none=True)
+        out = model(input_ids, labels=input_ids)
+        out.loss.backward()
+    finally:
+        for h in hooks:
+            h.remove()
+    grads = []
+    for layer in model.layers:
+        sq = sum(float(p.grad.pow(2).sum()) for p in layer.parameters() if p.grad is not None)
+        grads.append(sq**0.5)
+    return {"grad_norm": grads, "residual_rms": rms}
+
+
+_PLACEMENT_COLORS = {"post": PALETTE[3], "pre": PALETTE[0], "sandwich": PALETTE[2], "deepnorm": PALETTE[4]}
+
+
+def placement_frame(placement: str = "pre", n_layers: int = 12) -> Frame:
+    """One explorer frame (pure): a freshly initialised model's per-layer gradient norm and
+    residual-stream RMS for one norm placement and depth."""
+    from ..config import ModelConfig
+    from ..models import DecoderLM
+
+    with torch.random.fork_rng():  # seed a copy of the RNG: the caller's state is untouched
+        torch.manual_seed(0)
+        cfg = ModelConfig(d_model=32, n_heads=4, n_layers=n_layers, max_seq_len=32,
+                          placement=placement, norm="layer", ffn="mlp", bias=True)
+        model = DecoderLM(cfg)
+        ids = torch.randint(0, cfg.vocab_size, (2, 16), generator=torch.Generator().manual_seed(1))
+        prof = depth_profiles(model, ids)
+    layers = np.arange(n_layers)
+    color = _PLACEMENT_COLORS[placement]
+    traces = [
+        go.Scatter(x=layers, y=prof["grad_norm"], mode="lines+markers", name="gradient norm",
+                   line={"color": color}, xaxis="x", yaxis="y"),
+        go.Scatter(x=layers, y=prof["residual_rms"], mode="lines+markers", name="residual RMS",
+                   line={"color": color, "dash": "dot"}, xaxis="x2", yaxis="y2"),
+    ]
+    ratio = prof["grad_norm"][0] / prof["grad_norm"][-1]
+    return Frame(traces=traces, layout={
+        "title.text": f"{placement}-norm, {n_layers} layers: gradient norm first/last layer = {ratio:.2g}"})
+
+
+def placement_explorer() -> Explorer:
+    """Norm placement x depth -> per-layer gradient norm and residual-stream RMS at initialisation.
+
+    The model is a byte-level :class:`~llmviz.models.DecoderLM` (C = 32, 4 heads, LayerNorm,
+    GELU MLP) on random tokens; each frame is one forward and backward pass.
+    """
+    return Explorer(
+        placement_frame,
+        [
+            Control("placement", ("post", "pre", "sandwich", "deepnorm"), default="pre", label="placement"),
+            Control("n_layers", (4, 8, 16, 24), default=8, label="layers"),
+        ],
+        title="Gradient norm and residual growth at initialisation",
+        layout={
+            "xaxis": {"domain": [0.0, 0.45], "title": {"text": "layer"}, "range": [-0.5, 23.5]},
+            "yaxis": {"type": "log", "range": [-4, 1], "title": {"text": "gradient norm of the block"}},
+            "xaxis2": {"domain": [0.55, 1.0], "title": {"text": "layer"}, "range": [-0.5, 23.5]},
+            "yaxis2": {"anchor": "x2", "type": "log", "range": [-1, 1.5], "title": {"text": "RMS of the residual stream"}},
+            "showlegend": True,
         },
     )
