@@ -333,7 +333,7 @@ def test_bad_inputs_raise_clear_errors(gen):
 # ----------------------------------------------------------------------------- long-term decay
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_score_bound_holds_and_actual_matches_rotation(gen, layout):
-    from llmviz.position.rope import rope_decay_curve, rope_score_bound
+    from llmviz.position.rope_decay import rope_decay_curve, rope_score_bound
 
     q = torch.randn(32, generator=gen, dtype=torch.float64)
     k = torch.randn(32, generator=gen, dtype=torch.float64)

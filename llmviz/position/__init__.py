@@ -29,10 +29,9 @@ from .rope import (
     apply_rotary,
     interleaved_to_half_permutation,
     rope_cos_sin,
-    rope_decay_curve,
-    rope_score_bound,
     rope_frequencies,
 )
+from .rope_decay import rope_decay_curve, rope_score_bound
 from .sinusoidal import (
     SinusoidalPositionalEmbedding,
     sinusoidal_encoding,

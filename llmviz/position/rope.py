@@ -19,7 +19,8 @@ are the same map up to a fixed permutation of the features
 
 Context-extension schemes (:class:`RopeScaling`) change the frequencies and, for YaRN, scale
 cos/sin by an ``attention_factor``; their formulas follow ``transformers.modeling_rope_utils``
-(``ROPE_INIT_FUNCTIONS``), which the tests check value for value.
+(``ROPE_INIT_FUNCTIONS``), which the tests check value for value; they live in
+:mod:`llmviz.position.rope_scaling` (``RopeScaling`` is re-exported here).
 
 References: Su et al. 2021 (RoFormer); Chen et al. 2023 (position interpolation); bloc97 2023
 (NTK-aware scaling); Peng et al. 2023 (YaRN); Meta 2024 (Llama 3.1 scaling).
@@ -27,14 +28,11 @@ References: Su et al. 2021 (RoFormer); Chen et al. 2023 (position interpolation)
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from typing import Any
-
 import torch
 from torch import nn
 
 from .._utils import check_choice, check_tensor
+from .rope_scaling import SCALING_KINDS, RopeScaling, _base_inv_freq, scaled_frequencies
 
 __all__ = [
     "LAYOUTS",
@@ -46,90 +44,9 @@ __all__ = [
     "apply_rope",
     "RotaryEmbedding",
     "interleaved_to_half_permutation",
-    "rope_decay_curve",
-    "rope_score_bound",
 ]
 
 LAYOUTS = ("half", "interleaved")
-SCALING_KINDS = ("linear", "ntk", "dynamic", "yarn", "llama3")
-_NEEDS_ORIGINAL = ("dynamic", "yarn", "llama3")
-
-
-@dataclass(frozen=True)
-class RopeScaling:
-    """How to stretch RoPE past the context it was trained on. Field names follow Hugging Face's
-    ``rope_scaling`` dict.
-
-    Attributes:
-        kind: ``"linear"`` (position interpolation: every frequency divided by ``factor``),
-            ``"ntk"`` (NTK-aware: the base grows to ``base * factor ** (R / (R - 2))``),
-            ``"dynamic"`` (dynamic NTK: the NTK base change sized to the current length, no change
-            up to ``original_max_position_embeddings``), ``"yarn"`` (NTK-by-parts ramp between
-            interpolated and original frequencies, plus an attention factor), ``"llama3"``
-            (Llama 3.1: low frequencies divided by ``factor``, high ones kept, smooth in between).
-        factor: context extension ratio (new length / trained length), > 0.
-        original_max_position_embeddings: the trained context length; required by ``dynamic``,
-            ``yarn`` and ``llama3``.
-        beta_fast, beta_slow: YaRN ramp bounds, in rotations over the trained context.
-        mscale, mscale_all_dim: optional YaRN attention-factor terms (DeepSeek style).
-        attention_factor: YaRN cos/sin multiplier; ``None`` means ``0.1 ln(factor) + 1``.
-        truncate: YaRN: round the ramp bounds to whole dimensions (HF default True).
-        low_freq_factor, high_freq_factor: Llama 3.1 wavelength thresholds
-            (``original / low_freq_factor`` and ``original / high_freq_factor``).
-    """
-
-    kind: str
-    factor: float = 1.0
-    original_max_position_embeddings: int | None = None
-    beta_fast: float = 32.0
-    beta_slow: float = 1.0
-    mscale: float | None = None
-    mscale_all_dim: float | None = None
-    attention_factor: float | None = None
-    truncate: bool = True
-    low_freq_factor: float = 1.0
-    high_freq_factor: float = 4.0
-
-    def __post_init__(self) -> None:
-        check_choice(self.kind, "RopeScaling.kind", SCALING_KINDS)
-        if not self.factor > 0:
-            raise ValueError(f"RopeScaling.factor must be > 0, got {self.factor}")
-        orig = self.original_max_position_embeddings
-        if self.kind in _NEEDS_ORIGINAL and orig is None:
-            raise ValueError(
-                f"RopeScaling(kind={self.kind!r}) needs original_max_position_embeddings "
-                "(the context length the model was trained on), e.g. 4096"
-            )
-        if orig is not None and orig <= 0:
-            raise ValueError(
-                f"original_max_position_embeddings must be positive, got {orig}"
-            )
-        if self.kind == "llama3" and not self.high_freq_factor > self.low_freq_factor:
-            raise ValueError(
-                f"llama3 scaling needs high_freq_factor ({self.high_freq_factor}) > "
-                f"low_freq_factor ({self.low_freq_factor})"
-            )
-
-    def to_hf(self) -> dict[str, Any]:
-        """The equivalent Hugging Face ``rope_scaling`` dict (``ntk`` has no HF counterpart)."""
-        if self.kind == "ntk":
-            raise ValueError(
-                "kind='ntk' (static NTK-aware base change) has no Hugging Face rope_type; "
-                "use 'dynamic' or change rope_theta instead"
-            )
-        out: dict[str, Any] = {"rope_type": self.kind, "factor": float(self.factor)}
-        if self.kind in ("yarn", "llama3"):
-            out["original_max_position_embeddings"] = self.original_max_position_embeddings
-        if self.kind == "yarn":
-            out.update(beta_fast=float(self.beta_fast), beta_slow=float(self.beta_slow),
-                       truncate=self.truncate)
-            for key in ("mscale", "mscale_all_dim", "attention_factor"):
-                if getattr(self, key) is not None:
-                    out[key] = float(getattr(self, key))
-        if self.kind == "llama3":
-            out.update(low_freq_factor=float(self.low_freq_factor),
-                       high_freq_factor=float(self.high_freq_factor))
-        return out
 
 
 # ----------------------------------------------------------------------------- frequencies
@@ -151,18 +68,6 @@ def _check_dims(head_dim: int, rotary_dim: int | None) -> int:
             "rotary_dim features of a head can rotate"
         )
     return rotary_dim
-
-
-def _base_inv_freq(base: float, dim: int, device: Any) -> torch.Tensor:
-    # theta_i = base ** (-2i / dim), i = 0 .. dim/2 - 1; float32 like the reference
-    exponent = torch.arange(0, dim, 2, dtype=torch.int64, device=device).float() / dim
-    return 1.0 / (base**exponent)
-
-
-def _ntk_exponent(dim: int, kind: str) -> float:
-    if dim <= 2:
-        raise ValueError(f"{kind} scaling needs rotary_dim >= 4, got {dim}")
-    return dim / (dim - 2)
 
 
 def rope_frequencies(
@@ -198,62 +103,7 @@ def rope_frequencies(
             f"scaling must be a RopeScaling or None, got {type(scaling).__name__}; "
             "e.g. RopeScaling('linear', factor=4.0)"
         )
-    factor, kind = scaling.factor, scaling.kind
-    orig = scaling.original_max_position_embeddings
-    if kind == "linear":
-        return _base_inv_freq(base, dim, device) / factor, 1.0
-    if kind == "ntk":
-        return _base_inv_freq(base * factor ** _ntk_exponent(dim, kind), dim, device), 1.0
-    if kind == "dynamic":
-        length = orig if seq_len is None else max(int(seq_len), orig)
-        stretch = factor * length / orig - (factor - 1)
-        return _base_inv_freq(base * stretch ** _ntk_exponent(dim, kind), dim, device), 1.0
-    if kind == "yarn":
-        return _yarn(base, dim, scaling, device)
-    return _llama3(base, dim, scaling, device)
-
-
-def _yarn_mscale(factor: float, mscale: float = 1.0) -> float:
-    return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
-
-
-def _yarn(base: float, dim: int, s: RopeScaling, device: Any) -> tuple[torch.Tensor, float]:
-    factor, orig = s.factor, s.original_max_position_embeddings
-    if s.attention_factor is not None:
-        attention_factor = float(s.attention_factor)
-    elif s.mscale and s.mscale_all_dim:
-        attention_factor = _yarn_mscale(factor, s.mscale) / _yarn_mscale(factor, s.mscale_all_dim)
-    else:
-        attention_factor = _yarn_mscale(factor)
-
-    def pair_index(n_rotations: float) -> float:
-        # the (fractional) pair index whose wavelength fits n_rotations turns into `orig`
-        return dim * math.log(orig / (n_rotations * 2 * math.pi)) / (2 * math.log(base))
-
-    low, high = pair_index(s.beta_fast), pair_index(s.beta_slow)
-    if s.truncate:
-        low, high = math.floor(low), math.ceil(high)
-    low, high = max(low, 0), min(high, dim - 1)
-    if low == high:
-        high += 0.001
-    ramp = ((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)
-    keep = (1 - ramp).to(device)  # 1: original frequency (fast pairs), 0: interpolated
-    pos_freqs = base ** (torch.arange(0, dim, 2, device=device).float() / dim)
-    extrapolated, interpolated = 1.0 / pos_freqs, 1.0 / (factor * pos_freqs)
-    return interpolated * (1 - keep) + extrapolated * keep, attention_factor
-
-
-def _llama3(base: float, dim: int, s: RopeScaling, device: Any) -> tuple[torch.Tensor, float]:
-    inv_freq = _base_inv_freq(base, dim, device)
-    orig, factor = s.original_max_position_embeddings, s.factor
-    low_wavelen = orig / s.low_freq_factor  # longer than this: fully interpolated
-    high_wavelen = orig / s.high_freq_factor  # shorter than this: untouched
-    wavelen = 2 * math.pi / inv_freq
-    scaled = torch.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
-    smooth = (orig / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor)
-    blended = (1 - smooth) * scaled / factor + smooth * scaled
-    medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
-    return torch.where(medium, blended, scaled), 1.0
+    return scaled_frequencies(base, dim, scaling, seq_len=seq_len, device=device)
 
 
 # ----------------------------------------------------------------------------- cos / sin
@@ -381,8 +231,8 @@ def apply_rope(
 
     Args:
         x: (B, H, T, D) queries or keys ((T, D) and (H, T, D) also work with (T,) positions).
-        positions: (T,) or (B, T) integer positions; default ``arange(T)``. Pass
-            ``offset + arange(T)`` when the first T-1 ... tokens sit in a KV cache.
+        positions: (T,) or (B, T) integer positions; default ``arange(T)``. With a KV cache
+            holding L tokens, pass ``L + arange(T)`` for the T new ones.
         base, layout, rotary_dim, scaling: see :func:`rope_frequencies` and :func:`apply_rotary`.
 
     Returns:
@@ -509,61 +359,3 @@ def interleaved_to_half_permutation(d: int, *, rotary_dim: int | None = None) ->
     rot = _check_dims(d, rotary_dim)
     order = torch.cat((torch.arange(0, rot, 2), torch.arange(1, rot, 2)))
     return torch.cat((order, torch.arange(rot, d)))
-
-
-# ----------------------------------------------------------------------------- long-term decay
-def _pairs_complex(x: torch.Tensor, layout: str) -> torch.Tensor:
-    """(..., D) real -> (..., D/2) complex, pair i = feature pair rotated by theta_i."""
-    half = x.shape[-1] // 2
-    if layout == "half":
-        return torch.complex(x[..., :half], x[..., half:])
-    return torch.complex(x[..., 0::2], x[..., 1::2])
-
-
-def rope_decay_curve(
-    offsets: torch.Tensor, head_dim: int, *, base: float = 10000.0
-) -> torch.Tensor:
-    """RoFormer's long-term-decay curve: ``mean_j |S_j|`` with ``S_j = sum_{i<j} e^{i r theta_i}``.
-
-    Args:
-        offsets: (N,) relative distances r = m - n.
-        head_dim: D.
-
-    Returns:
-        (N,) float64. It shrinks (with ripples) as |r| grows: a property of the *bound*, not of
-        any particular q.k (see :func:`rope_score_bound`).
-    """
-    inv_freq = rope_frequencies(head_dim, base=base)[0].double()
-    angles = offsets.double()[:, None] * inv_freq  # (N, D/2)
-    partial = torch.polar(torch.ones_like(angles), angles).cumsum(-1)  # S_1 .. S_{D/2}
-    return partial.abs().mean(-1)
-
-
-def rope_score_bound(
-    q: torch.Tensor, k: torch.Tensor, offsets: torch.Tensor, *, base: float = 10000.0,
-    layout: str = "half",
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The actual score of q at position n + r and k at n, and RoFormer's upper bound on it.
-
-    With ``h_i = q_i conj(k_i)`` per pair (complex), ``q_{n+r} . k_n = Re sum_i h_i e^{i r theta_i}``
-    and, by Abel summation, ``|...| <= max_i |h_{i+1} - h_i| * sum_j |S_j|`` (``h_{D/2} = 0``).
-
-    Args:
-        q, k: (D,) vectors.
-        offsets: (N,) distances r.
-
-    Returns:
-        ``(actual, bound)``, each (N,) float64; ``|actual| <= bound`` everywhere.
-    """
-    check_choice(layout, "layout", LAYOUTS)
-    check_tensor(q, "q", ndim=1, floating=True)
-    check_tensor(k, "k", ndim=1, floating=True)
-    D = q.shape[-1]
-    inv_freq = rope_frequencies(D, base=base)[0].double()
-    h = _pairs_complex(q.double(), layout) * _pairs_complex(k.double(), layout).conj()  # (D/2,)
-    angles = offsets.double()[:, None] * inv_freq  # (N, D/2)
-    phase = torch.polar(torch.ones_like(angles), angles)
-    actual = (phase * h).sum(-1).real
-    steps = torch.diff(torch.cat((h, h.new_zeros(1)))).abs().max()
-    bound = steps * phase.cumsum(-1).abs().sum(-1)
-    return actual, bound
