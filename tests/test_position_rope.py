@@ -230,6 +230,27 @@ def test_frequencies_match_every_hf_rope_type(device, name, partial, seq_len):
         assert scaling.to_hf()["rope_type"] == kind
 
 
+@pytest.mark.parametrize("name", list(_HF_SCALINGS) + ["yarn_no_original", "legacy_type_key"])
+def test_from_hf_reproduces_hf_frequencies(name):
+    rs = {"yarn_no_original": dict(rope_type="yarn", factor=4.0),
+          "legacy_type_key": dict(type="linear", factor=2.0)}.get(name, _HF_SCALINGS.get(name))
+    cfg = LlamaConfig(hidden_size=256, num_attention_heads=4, head_dim=64, rope_theta=10000.0,
+                      max_position_embeddings=96, rope_scaling=rs)
+    kind = "default" if rs is None else rs.get("rope_type", rs.get("type"))
+    hf_inv, hf_factor = ROPE_INIT_FUNCTIONS[kind](cfg, "cpu", seq_len=500)
+    scaling = RopeScaling.from_hf(cfg.rope_scaling, max_position_embeddings=96)
+    assert (scaling is None) == (rs is None)
+    inv, factor = rope_frequencies(64, scaling=scaling, seq_len=500)
+    torch.testing.assert_close(inv, hf_inv, rtol=1e-6, atol=0)
+    assert factor == pytest.approx(hf_factor)
+
+
+def test_from_hf_rejects_longrope():
+    with pytest.raises(ValueError, match=r"rope_type 'longrope' is not supported"):
+        RopeScaling.from_hf({"rope_type": "longrope", "long_factor": [1.0], "short_factor": [1.0]},
+                            max_position_embeddings=64)
+
+
 def test_every_hf_rope_type_but_longrope_is_covered():
     covered = {v["rope_type"] if v else "default" for v in _HF_SCALINGS.values()}
     assert set(ROPE_INIT_FUNCTIONS) - covered == {"longrope"}

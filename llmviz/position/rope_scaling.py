@@ -85,6 +85,34 @@ class RopeScaling:
                 f"low_freq_factor ({self.low_freq_factor})"
             )
 
+    @classmethod
+    def from_hf(
+        cls, rope_scaling: dict[str, Any] | None, *, max_position_embeddings: int
+    ) -> "RopeScaling | None":
+        """The scaling a Hugging Face config's ``rope_scaling`` dict describes (None for default).
+
+        ``max_position_embeddings`` is the config's own field: Hugging Face's ``dynamic`` type
+        always uses it as the trained length, and ``yarn`` falls back to it when the dict has no
+        ``original_max_position_embeddings``. Keys this class does not model are ignored.
+        """
+        if not rope_scaling:
+            return None
+        kind = rope_scaling.get("rope_type", rope_scaling.get("type"))
+        if kind in (None, "default"):
+            return None
+        if kind not in SCALING_KINDS:
+            raise ValueError(
+                f"rope_type {kind!r} is not supported; choose one of {SCALING_KINDS} "
+                "(longrope is not implemented)"
+            )
+        fields = set(cls.__dataclass_fields__) - {"kind"}
+        kw = {k: v for k, v in rope_scaling.items() if k in fields and v is not None}
+        if kind == "dynamic":
+            kw["original_max_position_embeddings"] = max_position_embeddings
+        elif kind == "yarn":
+            kw.setdefault("original_max_position_embeddings", max_position_embeddings)
+        return cls(kind, **kw)
+
     def to_hf(self) -> dict[str, Any]:
         """The equivalent Hugging Face ``rope_scaling`` dict (``ntk`` has no HF counterpart)."""
         if self.kind == "ntk":
