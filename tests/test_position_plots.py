@@ -85,6 +85,8 @@ def test_decay_plot():
     ax = pp.plot_rope_decay(x, np.linspace(10, 1, 100), [np.sin(x), np.cos(x)])
     assert len(ax.get_lines()) == 3 + 1
     assert ax.get_lines()[2].get_label() == "upper bound"
+    ax = pp.plot_rope_decay(x, np.linspace(10, 1, 100), [5 * np.sin(x)], normalise=True)
+    assert max(np.abs(line.get_ydata()).max() for line in ax.get_lines()[:2]) == pytest.approx(1.0)
 
 
 def test_shared_heatmaps_share_one_colour_scale():

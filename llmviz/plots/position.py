@@ -253,19 +253,28 @@ def plot_rope_spectrum(
 
 
 def plot_rope_decay(offsets: Any, bound: Any, actual: Any | Sequence[Any], *, ax=None,
-                    labels: Sequence[str] | None = None):
-    """RoFormer's long-term-decay *upper bound* against actual q.k curves (which oscillate)."""
+                    labels: Sequence[str] | None = None, normalise: bool = False):
+    """RoFormer's long-term-decay *upper bound* against actual q.k curves (which oscillate).
+
+    ``normalise=True`` divides every curve by its own largest absolute value, so the *shapes*
+    can be compared when the bound is far above the scores (it usually is).
+    """
     ax = get_ax(ax, figsize=(7.0, 3.8))
     x = _np(offsets)
     actual_list = list(actual) if isinstance(actual, (list, tuple)) else [actual]
+
+    def prep(y: Any) -> np.ndarray:
+        y = _np(y)
+        return y / (np.abs(y).max() or 1.0) if normalise else y
+
     for k, y in enumerate(actual_list):
         lab = labels[k] if labels else ("actual q·k" if k == 0 else None)
-        ax.plot(x, _np(y), color=PALETTE[(k + 1) % len(PALETTE)], lw=0.9, alpha=0.85, label=lab)
-    ax.plot(x, _np(bound), color="black", lw=1.8, label="upper bound")
+        ax.plot(x, prep(y), color=PALETTE[(k + 1) % len(PALETTE)], lw=0.9, alpha=0.85, label=lab)
+    ax.plot(x, prep(bound), color="black", lw=1.8, label="upper bound")
     ax.set_xscale("symlog", linthresh=10)
     ax.axhline(0, color="#999", lw=0.6)
     ax.set_xlabel("relative distance m - n")
-    ax.set_ylabel("value")
+    ax.set_ylabel("value / its largest |value|" if normalise else "value")
     ax.legend(fontsize=8)
     return ax
 
