@@ -262,6 +262,11 @@ def test_page(doc: str, browser, server) -> None:
             except Exception:  # noqa: BLE001 - reported below with the page's name
                 problems.append(f"plotly figure {i} ({fig.get_attribute('id')}) was not drawn")
         explorers = visit.page.query_selector_all("[data-llmviz-explorer]")
+        source = (HTML / f"{doc}.html").read_text(encoding="utf-8")
+        expected = source.count("gd.setAttribute('data-llmviz-explorer'")
+        if len(explorers) != expected:
+            problems.append(f"{expected} explorers in the page source, {len(explorers)} set up in "
+                            "the browser (the slider script did not run)")
         for i, handle in enumerate(explorers):
             problems += _check_explorer(visit.page, handle, f"explorer {i}")
         problems += visit.errors
