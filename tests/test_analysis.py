@@ -122,3 +122,25 @@ def test_match_width_hits_target(layers):
             assert abs(m - 200_000) >= abs(n - 200_000)
     with pytest.raises(ValueError, match="target must be a positive"):
         match_width(base, 2, 0)
+
+
+def test_longest_verbatim_match():
+    from llmviz.analysis import longest_verbatim_match
+
+    corpus = "the quick brown fox jumps over the lazy dog"
+    assert longest_verbatim_match("a quick brown cat", corpus) == (len(" quick brown "), " quick brown ")
+    assert longest_verbatim_match("xyz", corpus) == (0, "")
+    text = "zzover the lazy dogzz"
+    n, s = longest_verbatim_match(text, corpus)
+    assert s == "over the lazy dog" and s in corpus and n == len(s)
+    # brute force agrees on random strings
+    import random
+
+    rng = random.Random(0)
+    for _ in range(20):
+        t = "".join(rng.choice("abc") for _ in range(12))
+        c = "".join(rng.choice("abc") for _ in range(30))
+        brute = max((j - i for i in range(len(t)) for j in range(i, len(t) + 1) if t[i:j] in c), default=0)
+        assert longest_verbatim_match(t, c)[0] == brute
+    with pytest.raises(TypeError, match="must both be str"):
+        longest_verbatim_match(b"x", corpus)

@@ -72,3 +72,11 @@ def test_zoo_explorer_counts_models():
     assert {len(ex.frame(**p).traces) for p in ex.grid()} == {2}
     early = zoo_frame(column="norm", year=2019)
     assert sum(early.traces[0].y) == sum(e.year <= 2019 for e in ZOO)
+
+
+def test_sampling_frame_shows_top_tokens_but_filters_all():
+    logits = torch.linspace(3, -3, 100)
+    f = sampling_frame(top_p=0.99, logits=logits, show=10)
+    assert len(f.traces[0].x) == 10
+    kept = int(f.layout["title.text"].split(" of ")[0])
+    assert kept > 10  # counted over the whole vocabulary

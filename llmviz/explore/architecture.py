@@ -99,10 +99,11 @@ def _demo_logits(n: int = 30) -> torch.Tensor:
 
 def sampling_frame(
     temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0,
-    logits: torch.Tensor | None = None, labels: Sequence[str] | None = None,
+    logits: torch.Tensor | None = None, labels: Sequence[str] | None = None, show: int = 30,
 ) -> Frame:
     """Bars: the model's distribution (grey) and the one sampled from after the filters
-    (colour). ``top_k=0``, ``top_p=1`` and ``min_p=0`` switch a filter off."""
+    (colour), for the ``show`` most likely tokens. The filters act on the whole vocabulary; the
+    title counts over all of it. ``top_k=0``, ``top_p=1`` and ``min_p=0`` switch a filter off."""
     logits = _demo_logits() if logits is None else torch.as_tensor(logits, dtype=torch.float32)
     order = torch.argsort(logits, descending=True)
     logits = logits[order]
@@ -112,9 +113,10 @@ def sampling_frame(
                            top_p=top_p if top_p < 1 else None, min_p=min_p or None)
     kept = int((probs > 0).sum())
     mass = float(base[probs > 0].sum())
+    n = min(show, len(names))
     traces = [
-        go.Bar(x=names, y=base.tolist(), name="model (T=1)", marker={"color": "#bbb"}),
-        go.Bar(x=names, y=probs.tolist(), name="sampled from", marker={"color": PALETTE[0]}),
+        go.Bar(x=names[:n], y=base[:n].tolist(), name="model (T=1)", marker={"color": "#bbb"}),
+        go.Bar(x=names[:n], y=probs[:n].tolist(), name="sampled from", marker={"color": PALETTE[0]}),
     ]
     title = (f"{kept} of {len(names)} tokens kept · they held {mass:.0%} of the model's mass · "
              f"entropy {float(-(probs[probs > 0] * probs[probs > 0].log()).sum()):.2f} nats")
@@ -122,10 +124,11 @@ def sampling_frame(
 
 
 def sampling_explorer(
-    logits: torch.Tensor | None = None, *, labels: Sequence[str] | None = None
+    logits: torch.Tensor | None = None, *, labels: Sequence[str] | None = None, show: int = 30
 ) -> Explorer:
     """Sliders: temperature, top-k, top-p, min-p over ``logits`` (V,) (a demo Zipf-like
-    distribution by default; pass a trained model's next-token logits and token labels)."""
+    distribution by default; pass a trained model's next-token logits and token labels).
+    ``show`` bars are drawn (the most likely tokens); the filters see the whole vocabulary."""
     if logits is not None:
         logits = torch.as_tensor(logits, dtype=torch.float32).detach().cpu()
         if logits.ndim != 1:
@@ -148,7 +151,7 @@ def sampling_explorer(
         ],
         title="Sampling filters",
         layout=layout,
-        fixed={"logits": logits, "labels": labels},
+        fixed={"logits": logits, "labels": labels, "show": show},
     )
 
 
