@@ -151,8 +151,10 @@ def test_chapter_structure(path: Path):
     markdown = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown").lower()
     problems = []
     first_md = next((c for c in nb.cells if c.cell_type == "markdown"), None)
-    if first_md is None or not re.search(r"^# \S", first_md.source, re.M):
-        problems.append("no '# Title' in the first markdown cell")
+    number = int(path.stem[:2])
+    if first_md is None or not re.search(rf"^# {number}\. \S", first_md.source, re.M):
+        problems.append(f"the first markdown cell must hold the title '# {number}. ...' "
+                        "(chapters carry their number; the toc does not number)")
     if "learning goals" not in markdown:
         problems.append("no learning goals")
     if not any("show_source(" in c.source for c in code):

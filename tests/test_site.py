@@ -339,12 +339,17 @@ def test_page_weights(browser, server, capsys) -> None:
     report["site_files"] = len(files)
     report["shared_static_bytes"] = sum(shared_assets.values())
     (BUILD / "site_report.json").write_text(json.dumps(report, indent=2))
-    lines = [f"{'page':45s} {'html KB':>9s} {'loaded KB':>10s} {'reqs':>5s}"]
+    lines = [f"{'page':45s} {'html KB':>8s} {'own KB':>8s} {'loaded KB':>10s} {'reqs':>5s}",
+             "(own = the page's HTML and images; loaded = everything incl. shared _static assets,"
+             " which a browser caches across pages)"]
     for doc, w in report["pages"].items():
         lines.append(
-            f"{doc:45s} {w['html_bytes'] / 1024:9.0f} {w['total_bytes_loaded'] / 1024:10.0f} "
-            f"{w['requests']:5d}"
+            f"{doc:45s} {w['html_bytes'] / 1024:8.0f} "
+            f"{w['page_bytes_excluding_shared_static'] / 1024:8.0f} "
+            f"{w['total_bytes_loaded'] / 1024:10.0f} {w['requests']:5d}"
         )
+    lines.append(f"shared _static assets loaded by some page: "
+                 f"{report['shared_static_bytes'] / 2**20:.1f} MiB")
     lines.append(f"site: {report['site_bytes'] / 2**20:.1f} MiB in {report['site_files']} files")
     with capsys.disabled():
         print("\n" + "\n".join(lines))

@@ -48,6 +48,8 @@ lv.setup_notebook()
 # %% [markdown]
 # # N. Chapter title
 #
+# (The number is part of the title, e.g. "# 7. RoPE": the table of contents does not number.)
+#
 # One paragraph: what this chapter takes apart and why a reader should care.
 #
 # ```{admonition} Learning goals

@@ -181,7 +181,10 @@ TITLES = {
 
 
 def _title_from_name(path: Path) -> str:
-    return TITLES.get(path.stem, path.stem.split("_", 1)[-1].replace("_", " ").capitalize())
+    """``"7. RoPE"``: chapters carry their number in the title (the toc does not number)."""
+    title = TITLES.get(path.stem, path.stem.split("_", 1)[-1].replace("_", " ").capitalize())
+    prefix = path.stem.split("_", 1)[0]
+    return f"{int(prefix)}. {title}" if prefix.isdigit() and int(prefix) > 0 else title
 
 
 def _dump(nb) -> str:
