@@ -170,3 +170,22 @@ def test_weights_explorer_shared_scale_and_errors():
     assert [c.name for c in one.controls] == ["head"]
     with pytest.raises(TypeError, match="non-empty per-layer list"):
         weights_explorer(per_layer[0])
+
+
+def test_group_mapping_lines_follow_repeat_kv():
+    from llmviz.attention import repeat_kv
+    from llmviz.plots.attention import group_mapping
+
+    ax = group_mapping(8, 2)
+    lines = ax.get_lines()
+    assert len(lines) == 8
+    ids = torch.arange(2.0).view(1, 2, 1, 1)
+    expected = repeat_kv(ids, 4).flatten().tolist()  # kv head of each query head, per HF
+    kv_x = sorted({line.get_xdata()[1] for line in lines})
+    assert [kv_x.index(line.get_xdata()[1]) for line in lines] == expected
+    inter = group_mapping(8, 2, layout="interleaved")
+    assert [kv_x.index(l.get_xdata()[1]) for l in inter.get_lines()] == [h % 2 for h in range(8)]
+    with pytest.raises(ValueError, match=r"n_heads \(6\) must be divisible by n_kv_heads \(4\)"):
+        group_mapping(6, 4)
+    with pytest.raises(ValueError, match="layout='zigzag' is not supported"):
+        group_mapping(4, 2, layout="zigzag")

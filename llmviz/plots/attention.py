@@ -28,6 +28,7 @@ __all__ = [
     "mask_gallery",
     "head_metric_bars",
     "attention_heads_plotly",
+    "group_mapping",
 ]
 
 
@@ -360,3 +361,41 @@ def attention_heads_plotly(
         template="plotly_white", height=460,
     )
     return fig
+
+
+def group_mapping(n_heads: int, n_kv_heads: int, *, layout: str = "contiguous", ax=None):
+    """Diagram of which key/value head each query head reads (GQA/MQA).
+
+    Args:
+        n_heads: query heads H.
+        n_kv_heads: key/value heads G (``H % G == 0``).
+        layout: ``"contiguous"`` (query head h reads kv head ``h // (H // G)``: Hugging Face
+            ``repeat_kv``, Llama/Mistral checkpoints) or ``"interleaved"`` (``h % G``: the
+            incompatible mapping of some from-scratch code).
+
+    Returns:
+        The matplotlib ``Axes`` (one line per query head, coloured by kv head).
+    """
+    if not isinstance(n_heads, int) or not isinstance(n_kv_heads, int) or n_heads < 1 or n_kv_heads < 1:
+        raise ValueError(f"n_heads and n_kv_heads must be positive ints, got {n_heads!r}, {n_kv_heads!r}")
+    if n_heads % n_kv_heads:
+        raise ValueError(f"n_heads ({n_heads}) must be divisible by n_kv_heads ({n_kv_heads})")
+    if layout not in ("contiguous", "interleaved"):
+        raise ValueError(f"layout={layout!r} is not supported; choose 'contiguous' or 'interleaved'")
+    ax = get_ax(ax, figsize=(max(4.0, 0.5 * n_heads), 2.2))
+    rep = n_heads // n_kv_heads
+    kv_x = [(g + 0.5) * n_heads / n_kv_heads - 0.5 for g in range(n_kv_heads)]
+    for h in range(n_heads):
+        g = h // rep if layout == "contiguous" else h % n_kv_heads
+        colour = PALETTE[g % len(PALETTE)]
+        ax.plot([h, kv_x[g]], [1, 0], color=colour, lw=1.5)
+        ax.scatter([h], [1], s=120, color=colour, zorder=3, edgecolor="k")
+    for g, x in enumerate(kv_x):
+        ax.scatter([x], [0], s=260, marker="s", color=PALETTE[g % len(PALETTE)], zorder=3, edgecolor="k")
+    ax.set_yticks([0, 1], ["kv heads (G)", "query heads (H)"])
+    ax.set_xticks(range(n_heads))
+    ax.set_ylim(-0.3, 1.3)
+    ax.set_title(f"H={n_heads}, G={n_kv_heads}, {layout}")
+    for side in ("top", "right", "bottom"):
+        ax.spines[side].set_visible(False)
+    return ax
