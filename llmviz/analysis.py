@@ -93,10 +93,8 @@ def _component_of(name: str) -> str:
         return "position"
     if name.startswith("lm_head"):
         return "lm_head"
-    if ".self_attn." in name and "_norm" not in name.split(".self_attn.")[1]:
-        return "attention"
     if ".self_attn." in name:
-        return "attention"  # q_norm / k_norm belong to attention
+        return "attention"  # projections, and q_norm / k_norm
     if ".mlp." in name:
         return "ffn"
     return "norms"

@@ -36,6 +36,14 @@ def _state_dict(model_or_state_dict: Any) -> dict[str, torch.Tensor]:
     )
 
 
+def _weights_and_config(hf_model_or_state_dict: Any, hf_config: Any) -> tuple[dict, Any]:
+    if hf_config is None:
+        hf_config = getattr(hf_model_or_state_dict, "config", None)
+        if hf_config is None:
+            raise ValueError("pass hf_config when giving a bare state_dict")
+    return _state_dict(hf_model_or_state_dict), hf_config
+
+
 def _take(sd: dict, key: str) -> torch.Tensor:
     for prefix in ("", "model.", "transformer."):
         if prefix + key in sd:
@@ -145,11 +153,7 @@ def from_hf_llama(hf_model_or_state_dict: Any, hf_config: Any | None = None) -> 
     The result computes the same logits (float32 differences ~1e-6; tested on random tiny
     configs with GQA).
     """
-    if hf_config is None:
-        hf_config = getattr(hf_model_or_state_dict, "config", None)
-        if hf_config is None:
-            raise ValueError("pass hf_config when giving a bare state_dict")
-    sd = _state_dict(hf_model_or_state_dict)
+    sd, hf_config = _weights_and_config(hf_model_or_state_dict, hf_config)
     config = config_from_hf_llama(hf_config)
     model = DecoderLM(config)
     ours: dict[str, torch.Tensor] = {"embed_tokens.weight": _take(sd, "embed_tokens.weight"),
@@ -174,11 +178,7 @@ def from_hf_gpt2(hf_model_or_state_dict: Any, hf_config: Any | None = None) -> D
     GPT-2's ``Conv1D`` weights are ``(in, out)``: they are transposed into ``nn.Linear``'s
     ``(out, in)``, and the fused ``c_attn`` is split into q, k, v.
     """
-    if hf_config is None:
-        hf_config = getattr(hf_model_or_state_dict, "config", None)
-        if hf_config is None:
-            raise ValueError("pass hf_config when giving a bare state_dict")
-    sd = _state_dict(hf_model_or_state_dict)
+    sd, hf_config = _weights_and_config(hf_model_or_state_dict, hf_config)
     config = config_from_hf_gpt2(hf_config)
     model = DecoderLM(config)
     C = config.d_model
