@@ -173,7 +173,7 @@ def random_batches(
     check_positive(batch_size, "batch_size")
     starts = torch.randint(0, len(tokens) - seq_len, (batch_size,), generator=generator)
     offsets = starts[:, None] + torch.arange(seq_len + 1)  # (B, T+1)
-    window = tokens.cpu()[offsets]  # (B, T+1)
+    window = tokens[offsets.to(tokens.device)]  # (B, T+1)
     window = window.to(device if device is not None else tokens.device)
     return window[:, :-1], window[:, 1:]
 

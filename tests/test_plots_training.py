@@ -144,3 +144,18 @@ def test_divergence_map_errors():
         plot_divergence_map(np.zeros((1, 2)), lrs=[1, 2, 3], warmups=[0])
     with pytest.raises(ValueError, match="histories is empty"):
         divergence_grid({})
+
+
+def test_log_axes_use_plain_numbers_and_legend_placement():
+    res = {f"s{i}": {64: 5.0 + i, 128: 6.0 + 2 * i, 512: 20.0 + i} for i in range(7)}
+    ax = plot_length_curves(res, log_y=True)
+    fig = ax.figure
+    fig.canvas.draw()
+    labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+    assert labels and all("10^" not in t and "times" not in t for t in labels)
+    assert "10" in labels
+    assert ax.get_legend().get_bbox_to_anchor().x0 > ax.bbox.x1 - 1  # 8 entries: outside
+    ax2 = plot_length_curves({"a": {1: 1.0, 2: 2.0}})
+    assert ax2.get_legend().get_bbox_to_anchor().x0 < ax2.bbox.x1  # few entries: inside
+    with pytest.raises(ValueError, match="legend='left' is not supported"):
+        plot_length_curves({"a": {1: 1.0, 2: 2.0}}, legend="left")

@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 
 import matplotlib as mpl
 import numpy as np
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 import plotly.graph_objects as go
 import torch
 
@@ -29,6 +30,25 @@ __all__ = [
 
 _CURVE_METRICS = ("loss", "lr", "grad_norm")
 _LENGTH_METRICS = ("loss", "perplexity")
+
+
+def _plain_log_y(ax: Any) -> None:
+    """Log y axis labelled with plain numbers (5, 10, 20) instead of powers of ten."""
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def _legend(ax: Any, where: str | None) -> None:
+    n = len(ax.get_legend_handles_labels()[1])
+    if where is None:
+        where = "outside" if n > 6 else "inside"
+    check_choice(where, "legend", ("inside", "outside"))
+    if where == "outside":
+        ax.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    else:
+        ax.legend(frameon=False, fontsize=8)
 
 
 def _series(run: Any, metric: str) -> tuple[list[float], bool]:
@@ -74,6 +94,7 @@ def plot_training_curves(
     log_y: bool = False,
     smooth: int = 1,
     colors: Mapping[str, str] | None = None,
+    legend: str | None = None,
 ) -> Any:
     """One line per run of ``metric`` against optimiser step.
 
@@ -85,6 +106,8 @@ def plot_training_curves(
         smooth: moving-average window in steps (1: raw values). Non-finite values are never
             smoothed away: a run that diverged ends in an ``x`` marker at its last finite step.
         colors: optional ``{name: colour}``; otherwise the Okabe-Ito palette in order.
+        legend: ``"inside"``, ``"outside"`` (right of the axes) or None (outside when there
+            are more than six entries).
 
     Returns:
         The Axes.
@@ -106,11 +129,11 @@ def plot_training_curves(
         if diverged and n_ok > 0:
             ax.plot([x[-1]], [y_ok[-1]], marker="x", color=color, ms=9, mew=2, ls="none")
     if log_y:
-        ax.set_yscale("log")
+        _plain_log_y(ax)
     ax.set_xlabel("optimiser step")
     ax.set_ylabel({"loss": "training loss (nats/token)", "lr": "learning rate",
                    "grad_norm": "gradient norm (before clipping)"}[metric])
-    ax.legend(frameon=False, fontsize=8)
+    _legend(ax, legend)
     ax.grid(alpha=0.3)
     return ax
 
@@ -137,6 +160,7 @@ def plot_length_curves(
     ax: Any = None,
     log_y: bool = False,
     colors: Mapping[str, str] | None = None,
+    legend: str | None = None,
 ) -> Any:
     """Loss or perplexity against evaluation length, one line per scheme (log2 x axis).
 
@@ -148,6 +172,7 @@ def plot_length_curves(
         ax: Axes to draw on (a new one if None).
         log_y: logarithmic y axis (perplexities spanning decades).
         colors: optional ``{scheme: colour}``.
+        legend: ``"inside"``, ``"outside"`` or None (outside when more than six entries).
 
     Returns:
         The Axes.
@@ -168,10 +193,10 @@ def plot_length_curves(
     if train_len is not None:
         ax.axvline(train_len, color="#666", ls="--", lw=1, label=f"training length ({train_len})")
     if log_y:
-        ax.set_yscale("log")
+        _plain_log_y(ax)
     ax.set_xlabel("evaluation length T (tokens)")
     ax.set_ylabel("perplexity" if metric == "perplexity" else "loss (nats/token)")
-    ax.legend(frameon=False, fontsize=8)
+    _legend(ax, legend)
     ax.grid(alpha=0.3)
     return ax
 
