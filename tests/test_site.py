@@ -42,7 +42,12 @@ BUILD_TIMEOUT_S = 1800
 sys.path.insert(0, str(ROOT / "tools"))
 from sync_notebooks import toc_files  # noqa: E402
 
-pytestmark = pytest.mark.site
+pytestmark = [pytest.mark.site]
+try:  # with `pytest -n 2 --dist loadgroup` every site test runs on one worker (one build, one
+    import xdist  # noqa: F401  # browser) while the other worker runs the unit tests
+    pytestmark.append(pytest.mark.xdist_group("site"))
+except ImportError:  # pragma: no cover - plain pytest
+    pass
 
 PAGES = toc_files(ROOT)
 
