@@ -35,7 +35,10 @@ _LENGTH_METRICS = ("loss", "perplexity")
 def _plain_log_y(ax: Any) -> None:
     """Log y axis labelled with plain numbers (5, 10, 20) instead of powers of ten."""
     ax.set_yscale("log")
-    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    low, high = ax.get_ylim()
+    decades = math.log10(high / low) if low > 0 and high > low else 1.0
+    subs = tuple(range(1, 10)) if decades <= 1.2 else (1, 2, 5) if decades <= 3 else (1,)
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=[float(v) for v in subs]))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.yaxis.set_minor_formatter(NullFormatter())
 
