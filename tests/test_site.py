@@ -50,6 +50,8 @@ except ImportError:  # pragma: no cover - plain pytest
     pass
 
 PAGES = toc_files(ROOT)
+#: Pages Sphinx adds beside the toc's.
+EXTRA_PAGES = ["search", "genindex"]
 
 #: Console messages that are known, harmless and not ours, by name. Keep this list short and
 #: explain every entry.
@@ -253,7 +255,7 @@ def _check_explorer(page, handle, label: str) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- the tests
-@pytest.mark.parametrize("doc", PAGES)
+@pytest.mark.parametrize("doc", PAGES + EXTRA_PAGES)
 def test_page(doc: str, browser, server) -> None:
     visit = Visit(browser, server, f"{doc}.html")
     problems: list[str] = []
