@@ -57,7 +57,10 @@ def test_aspect_ratio_scatter_has_every_model():
     ax = plot_aspect_ratios(df)
     offsets = ax.collections[0].get_offsets()
     assert len(offsets) == df.dropna(subset=["n_layers", "d_model"]).shape[0]
-    assert len(ax.texts) >= len(offsets)
+    shapes = df.dropna(subset=["n_layers", "d_model"]).groupby(["n_layers", "d_model"]).ngroups
+    labels = [t for t in ax.texts if "C/L" not in t.get_text()]
+    assert len(labels) == shapes  # one label per distinct shape
+    assert any("+" in t.get_text() for t in labels)  # shared shapes are counted
 
 
 def test_adoption_counts_every_model():

@@ -109,10 +109,11 @@ def plot_aspect_ratios(df=None, *, ax=None, annotate: bool = True):
     xs = np.array([4, 160])
     for ratio, style in ((32, ":"), (64, "--"), (128, "-."), (256, "-")):
         ax.plot(xs, ratio * xs, style, color="#999", lw=0.8, zorder=1)
-        ax.text(xs[1], ratio * xs[1], f"C/L={ratio}", fontsize=7, color="#666", va="center")
-    if annotate:
-        for _, r in df.iterrows():
-            ax.annotate(r["name"], (r["n_layers"], r["d_model"]), fontsize=6,
+        ax.text(xs[0], ratio * xs[0] * 1.1, f"C/L={ratio}", fontsize=7, color="#666", va="bottom")
+    if annotate:  # one label per distinct shape: "LLaMA (65B) +3" when four models share it
+        for (L, C), group in df.groupby(["n_layers", "d_model"], sort=False):
+            extra = f" +{len(group) - 1}" if len(group) > 1 else ""
+            ax.annotate(group["name"].iloc[0] + extra, (L, C), fontsize=6,
                         xytext=(3, 3), textcoords="offset points")
     ax.set_xscale("log")
     ax.set_yscale("log")
