@@ -71,7 +71,7 @@ def attention_intensity(
 
 
 class _AllocationTracker(TorchDispatchMode):
-    """Adds up the storage of tensors created by operators; subtracts it when they die."""
+    """Adds up the storage of tensors created by operators; subtracts it when it is freed."""
 
     def __init__(self, exclude: set[int]) -> None:
         super().__init__()
@@ -84,6 +84,11 @@ class _AllocationTracker(TorchDispatchMode):
         self._seen.discard(key)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        for t in tree_leaves((args, kwargs)):  # storage that existed before is not ours
+            if isinstance(t, torch.Tensor):
+                key = t.untyped_storage().data_ptr()
+                if key not in self._seen:
+                    self._seen.add(key)
         out = func(*args, **(kwargs or {}))
         for t in tree_leaves(out):
             if not isinstance(t, torch.Tensor):
@@ -95,7 +100,8 @@ class _AllocationTracker(TorchDispatchMode):
             self._seen.add(key)
             self.live += nbytes
             self.peak = max(self.peak, self.live)
-            weakref.finalize(t, self._free, key, nbytes)
+            # the storage object outlives every view of it: free when the memory really goes
+            weakref.finalize(storage, self._free, key, nbytes)
         return out
 
 
