@@ -102,8 +102,9 @@ def test_head_metric_bars_one_bar_per_head():
     heights = [p.get_height() for p in fig.axes[1].patches]
     np.testing.assert_allclose(heights, m["previous"].numpy(), rtol=1e-6)
     layered = head_metrics([_weights(H=4), _weights(H=4, seed=1)])
-    fig2 = head_metric_bars(layered)
+    fig2 = head_metric_bars(layered, ncols=2)
     assert len(fig2.axes[0].patches) == 8
+    assert len([ax for ax in fig2.axes if ax.patches]) == 5 and len(fig2.axes) == 6
 
 
 def test_plotly_heads_slider_and_shared_zmax():
@@ -189,3 +190,15 @@ def test_group_mapping_lines_follow_repeat_kv():
         group_mapping(6, 4)
     with pytest.raises(ValueError, match="layout='zigzag' is not supported"):
         group_mapping(4, 2, layout="zigzag")
+
+
+def test_tiling_explorer_counts_match_tiled_attention():
+    from llmviz.explore.attention import tiling_explorer
+
+    ex = tiling_explorer()
+    assert {len(ex.frame(**p).traces) for p in ex.grid()} == {2}
+    causal = ex.frame(block=16, causal=True)
+    z = np.asarray(causal.traces[0].z)
+    assert z.shape == (64, 64) and (z[0, 16:] == 0).all() and (z[63, :48] == 2).all()
+    assert "10 computed, 6 skipped" in causal.layout["title.text"]
+    assert "16 computed, 0 skipped" in ex.frame(block=16, causal=False).layout["title.text"]

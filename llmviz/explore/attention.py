@@ -6,6 +6,8 @@
 * :func:`weights_explorer`: layer/head picker over weights you computed (e.g. a trained model).
 * :func:`kv_cache_explorer`: kv heads and context length -> KV-cache memory of a Llama-2-7B-
   shaped model.
+* :func:`tiling_explorer`: tile size and causality -> which tiles of the score matrix tiled
+  (FlashAttention-style) attention computes, skips or masks, and the memory it needs.
 
 Every frame function is pure and cheap (small matrices, fixed seeds) and keeps the number of
 traces constant, as :class:`llmviz.explore.Explorer` requires.
@@ -34,6 +36,8 @@ __all__ = [
     "weights_explorer",
     "kv_cache_frame",
     "kv_cache_explorer",
+    "tiling_frame",
+    "tiling_explorer",
 ]
 
 _T = 8  # tokens in the toy score matrices
@@ -228,5 +232,62 @@ def kv_cache_explorer() -> Explorer:
         layout={
             "xaxis": {"type": "log", "title": {"text": "context length (tokens)"}},
             "yaxis": {"type": "log", "range": [-3.5, 2.2], "title": {"text": "GiB"}},
+        },
+    )
+
+
+# ----------------------------------------------------------------------------- tiling
+_T_TILE = 64
+
+
+def tiling_frame(block: int = 16, causal: bool = True) -> Frame:
+    """One frame (pure): the (T, T) score matrix split into ``block`` x ``block`` tiles.
+
+    Colour: 0 = skipped (entirely above the diagonal), 1 = computed with a partial mask
+    (the diagonal tiles), 2 = computed in full. Numbers come from
+    :func:`llmviz.attention_tiled.tiled_attention` run on a small input.
+    """
+    from ..attention_tiled import tiled_attention
+
+    n = math.ceil(_T_TILE / block)
+    status = np.full((n, n), 2.0)
+    if causal:
+        for i in range(n):
+            for j in range(n):
+                if j * block > min((i + 1) * block, _T_TILE) - 1:
+                    status[i, j] = 0.0
+                elif (j + 1) * block - 1 > i * block:
+                    status[i, j] = 1.0
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 1, _T_TILE, 8, generator=g)  # (B, H, T, D)
+    _, stats = tiled_attention(q, q, q, causal=causal, block_q=block, block_k=block, return_stats=True)
+    edges = [i * block - 0.5 for i in range(n)]
+    heat = go.Heatmap(z=np.kron(status, np.ones((block, block)))[:_T_TILE, :_T_TILE], zmin=0, zmax=2,
+                      colorscale=[[0, "#f0f0f0"], [0.5, PALETTE[1]], [1, PALETTE[0]]], showscale=False)
+    grid = go.Scatter(
+        x=sum(([e, e, None] for e in edges), []) + sum(([-0.5, _T_TILE - 0.5, None] for e in edges), []),
+        y=sum(([-0.5, _T_TILE - 0.5, None] for e in edges), []) + sum(([e, e, None] for e in edges), []),
+        mode="lines", line={"color": "white", "width": 1}, hoverinfo="skip",
+    )
+    full = _T_TILE * _T_TILE
+    return Frame(traces=[heat, grid], layout={"title.text": (
+        f"tiles {block}x{block}: {stats['tiles']} computed, {stats['skipped']} skipped; "
+        f"largest score buffer {block * block} numbers vs {full} for the full matrix")})
+
+
+def tiling_explorer() -> Explorer:
+    """Tile size and causality -> the tiles tiled attention computes (blue: full, orange:
+    diagonal with a mask, grey: skipped) on a 64 x 64 score matrix."""
+    return Explorer(
+        tiling_frame,
+        [
+            Control("block", (4, 8, 16, 32, 64), default=16, label="tile size"),
+            Control("causal", (True, False), default=True, label="causal"),
+        ],
+        title="Tiled attention: which tiles of the score matrix are computed",
+        layout={
+            "xaxis": {"title": {"text": "key"}, "range": [-0.5, _T_TILE - 0.5]},
+            "yaxis": {"title": {"text": "query"}, "autorange": "reversed", "scaleanchor": "x"},
+            "showlegend": False,
         },
     )

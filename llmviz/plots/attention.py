@@ -287,11 +287,13 @@ def head_metric_bars(
     metrics: Mapping[str, Any],
     *,
     names: Sequence[str] | None = None,
+    ncols: int | None = None,
     panel_size: tuple[float, float] = (3.0, 2.4),
 ):
     """Bar charts of per-head metrics (output of :func:`llmviz.attention_metrics.head_metrics`).
 
-    One panel per metric; one bar per head, coloured by layer when the metrics are ``(L, H)``.
+    One panel per metric (``ncols`` per row; default all in one row); one bar per head,
+    coloured by layer when the metrics are ``(L, H)``.
     The y axis spans [0, 1], the full range of every metric.
 
     Returns:
@@ -303,8 +305,12 @@ def head_metric_bars(
     missing = [n for n in names if n not in metrics]
     if missing:
         raise ValueError(f"unknown metric(s) {missing}; available: {list(metrics)}")
-    fig, axes = plt.subplots(1, len(names), figsize=(panel_size[0] * len(names), panel_size[1]),
+    ncols = len(names) if ncols is None else max(1, min(ncols, len(names)))
+    nrows = math.ceil(len(names) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(panel_size[0] * ncols, panel_size[1] * nrows),
                              squeeze=False, layout="constrained")
+    for ax in list(axes.flat)[len(names):]:
+        ax.set_axis_off()
     for ax, name in zip(axes.flat, names):
         v = _np(metrics[name])
         if v.ndim == 1:
