@@ -138,3 +138,16 @@ def test_get_ax_creates_or_passes_through():
     fig, other = plt.subplots()
     assert _style.get_ax(other) is other
     plt.close("all")
+
+
+def test_footnote_leaves_room_under_constrained_layout():
+    fig, ax = plt.subplots(figsize=(6, 3), layout="constrained")
+    ax.plot([0, 1], [0, 1])
+    ax.set_xlabel("x label")
+    _style.footnote(fig, "cpu · torch · sizes")
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    label_bottom = ax.xaxis.label.get_window_extent(renderer).y0
+    note_top = fig.texts[-1].get_window_extent(renderer).y1
+    assert label_bottom > note_top  # the axis label sits above the footnote, not on it
+    plt.close(fig)

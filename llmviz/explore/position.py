@@ -8,6 +8,8 @@
   bucket each relative position falls in.
 * :func:`alibi_explorer`: number of heads and a head -> every head's slope, and how the chosen
   head's attention spreads over distance (uniform content, only the bias differs).
+* :func:`rope_scaling_explorer`: context-extension method and factor -> the wavelength of every
+  rotation pair, against plain RoPE and the old and new context lengths.
 
 Each ``*_frame`` function is pure and fast; the explorers only add the controls.
 """
@@ -23,7 +25,7 @@ import torch
 from ..plots._style import PALETTE
 from ..position.alibi import alibi_bias, alibi_slopes
 from ..position.relative import t5_relative_bucket
-from ..position.rope import apply_rotary, rope_cos_sin, rope_frequencies
+from ..position.rope import RopeScaling, apply_rotary, rope_cos_sin, rope_frequencies
 from ..position.sinusoidal import sinusoidal_encoding, sinusoidal_wavelengths
 from ._core import Control, Explorer, Frame
 
@@ -36,6 +38,8 @@ __all__ = [
     "alibi_explorer",
     "t5_bucket_frame",
     "t5_bucket_explorer",
+    "rope_scaling_frame",
+    "rope_scaling_explorer",
 ]
 
 
@@ -264,4 +268,50 @@ def t5_bucket_explorer() -> Explorer:
             "showlegend": False,
             "title": {"font": {"size": 12}},
         },
+    )
+
+
+def rope_scaling_frame(
+    kind: str = "yarn", factor: int = 8, *, head_dim: int = 16, train_len: int = 64
+) -> Frame:
+    """Wavelength per rotation pair: plain RoPE vs RoPE scaled by ``kind`` to ``factor`` x
+    ``train_len`` (dynamic NTK is evaluated at that new length)."""
+    plain, _ = rope_frequencies(head_dim)
+    if kind == "dynamic":
+        scaling = RopeScaling("dynamic", factor=1.0, original_max_position_embeddings=train_len)
+        scaled, attn = rope_frequencies(head_dim, scaling=scaling, seq_len=factor * train_len)
+    else:
+        scaling = RopeScaling(kind, factor=float(factor), original_max_position_embeddings=train_len)
+        scaled, attn = rope_frequencies(head_dim, scaling=scaling)
+    pairs = list(range(len(plain)))
+    last = len(plain) - 1
+    traces = [
+        go.Scatter(x=pairs, y=_f32((2 * math.pi / plain).numpy()), mode="lines+markers",
+                   name="plain RoPE", line={"color": "#999999", "dash": "dot"}),
+        go.Scatter(x=pairs, y=_f32((2 * math.pi / scaled).numpy()), mode="lines+markers",
+                   name=f"{kind}, factor {factor}", line={"color": PALETTE[0], "width": 3}),
+        go.Scatter(x=[0, last], y=[train_len, train_len], mode="lines",
+                   name=f"training length T={train_len}", line={"color": "#444", "dash": "dash"}),
+        go.Scatter(x=[0, last], y=[factor * train_len] * 2, mode="lines",
+                   name=f"new length {factor}T", line={"color": PALETTE[3], "dash": "dash"}),
+    ]
+    title = f"{kind} scaling, factor {factor}: attention factor {attn:.3f}"
+    return Frame(traces=traces, layout={"title.text": title})
+
+
+def rope_scaling_explorer(*, head_dim: int = 16, train_len: int = 64) -> Explorer:
+    """Method and factor sliders for RoPE context extension (linear/PI, NTK, dynamic, YaRN)."""
+    return Explorer(
+        rope_scaling_frame,
+        [
+            Control("kind", ("linear", "ntk", "dynamic", "yarn"), default="yarn", label="method"),
+            Control("factor", (2, 4, 8, 16), default=8, label="factor s"),
+        ],
+        title="RoPE wavelengths per pair under context-extension scaling",
+        layout={
+            "xaxis": {"title": {"text": "rotation pair i (fast to slow)"}},
+            "yaxis": {"title": {"text": "wavelength 2π/θ (tokens, log scale)"}, "type": "log",
+                      "range": [0, 6]},
+        },
+        fixed={"head_dim": head_dim, "train_len": train_len},
     )

@@ -74,6 +74,15 @@ def footnote(target: Any, text: str) -> Any:
         return target
     fig = target.figure if hasattr(target, "figure") and not hasattr(target, "savefig") else target
     fig.text(0.995, 0.005, text, ha="right", va="bottom", fontsize=7, color="#666")
+    engine = fig.get_layout_engine()
+    if engine is not None and hasattr(engine, "set"):
+        # Keep the axes (and their tick labels) clear of the footnote: reserve a strip about
+        # two text lines high at the bottom of the layout.
+        strip = min(0.2, 2.2 * 7 / 72 / fig.get_figheight())
+        try:
+            engine.set(rect=(0, strip, 1, 1 - strip / 4))
+        except TypeError:  # pragma: no cover - a layout engine without rect
+            pass
     return target
 
 
