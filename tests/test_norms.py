@@ -371,8 +371,9 @@ def test_depth_profile_and_stability_map():
     assert len(ax.lines) == 2 and ax.get_yscale() == "log"
     assert list(ax.lines[1].get_ydata()) == pytest.approx([5.0, 1.0, 0.1])
     loss = np.array([[2.0, 2.1], [np.nan, 1.5]])
-    ax = plot_stability_map(loss, rows=[1e-3, 1e-2], cols=[0, 20], vmin=1.0, vmax=3.0)
+    ax = plot_stability_map(loss, rows=[1e-3, 1e-2], cols=[0, 20], vmin=1.0, vmax=3.0, value_label="spike")
     assert len(ax.images) == 1 and ax.images[0].get_clim() == (1.0, 3.0)
+    assert ax.figure.axes[-1].get_ylabel() == "spike"  # the colour bar says what is shown
     assert sum(t.get_text() == "div" for t in ax.texts) == 1
     with pytest.raises(ValueError, match=r"expected \(len\(rows\), len\(cols\)\) = \(3, 2\)"):
         plot_stability_map(loss, rows=[1, 2, 3], cols=[0, 1])

@@ -270,17 +270,19 @@ def plot_stability_map(
     loss: Any, *, rows: Sequence[Any], cols: Sequence[Any], ax=None,
     row_label: str = "peak learning rate", col_label: str = "warmup steps",
     diverged: Any = None, vmin: float | None = None, vmax: float | None = None,
-    title: str | None = None,
+    title: str | None = None, value_label: str = "final loss",
 ):
-    """Heatmap of the final loss over a grid of runs; diverged runs (NaN/inf or flagged in
-    ``diverged``) are hatched and labelled "div".
+    """Heatmap of one number per training run (final loss, worst loss spike, ...) over a grid
+    of two hyper-parameters; diverged runs (NaN/inf or flagged in ``diverged``) are hatched and
+    labelled "div".
 
     Pass the same ``vmin``/``vmax`` to every panel you compare.
 
     Args:
-        loss: ``(len(rows), len(cols))`` final losses.
+        loss: ``(len(rows), len(cols))`` values, one per run.
         rows, cols: the grid values (tick labels).
         diverged: optional bool array of the same shape.
+        value_label: what the values are (colour-bar label).
 
     Returns:
         The Axes (its first image is the heatmap).
@@ -309,5 +311,5 @@ def plot_stability_map(
     ax.set_ylabel(row_label)
     if title:
         ax.set_title(title)
-    ax.figure.colorbar(im, ax=ax, label="final loss")
+    ax.figure.colorbar(im, ax=ax, label=value_label)
     return ax
