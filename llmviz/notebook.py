@@ -37,11 +37,13 @@ class NotebookInfo:
     device: torch.device
     scale: str
     seed: int
+    threads: int
 
     def __repr__(self) -> str:
         return (
             f"llmviz {self.llmviz} · torch {self.torch} · python {self.python} · "
-            f"device {self.device} · LLMVIZ_SCALE={self.scale} · seed {self.seed}"
+            f"device {self.device} · LLMVIZ_SCALE={self.scale} · seed {self.seed} · "
+            f"{self.threads} CPU thread(s)"
         )
 
 
@@ -61,15 +63,27 @@ def _register_book_renderer() -> None:
     pio.renderers.default = _RENDERER
 
 
-def setup_notebook(seed: int = 0) -> NotebookInfo:
+def setup_notebook(seed: int = 0, *, cpu_threads: int | None = 1) -> NotebookInfo:
     """Seed Python and torch, and configure figures for where the notebook runs.
 
-    Returns a :class:`NotebookInfo` (versions, device, size knob) to show under the cell.
+    Args:
+        seed: seed for Python's and torch's generators.
+        cpu_threads: torch intra-op threads when the chapter runs at the CPU size
+            (``LLMVIZ_SCALE=cpu``, the default). The book's models are tiny: splitting each small
+            matrix product over cores costs more than it saves (measured several times slower
+            with 2 threads on a busy 2-core machine). ``None`` leaves torch's default; at
+            ``LLMVIZ_SCALE=full`` torch's default is always kept.
+
+    Returns a :class:`NotebookInfo` (versions, device, size knob, threads) to show under the cell.
     """
     from . import __version__
 
+    if cpu_threads is not None and (not isinstance(cpu_threads, int) or cpu_threads < 1):
+        raise ValueError(f"cpu_threads must be a positive int or None, got {cpu_threads!r}")
     random.seed(seed)
     torch.manual_seed(seed)
+    if cpu_threads is not None and _scale() == "cpu":
+        torch.set_num_threads(cpu_threads)
     if in_book_build():
         _register_book_renderer()
     try:  # crisp inline matplotlib figures in any Jupyter front end
@@ -88,4 +102,5 @@ def setup_notebook(seed: int = 0) -> NotebookInfo:
         device=_device(),
         scale=_scale(),
         seed=seed,
+        threads=torch.get_num_threads(),
     )

@@ -151,3 +151,20 @@ def test_footnote_leaves_room_under_constrained_layout():
     note_top = fig.texts[-1].get_window_extent(renderer).y1
     assert label_bottom > note_top  # the axis label sits above the footnote, not on it
     plt.close(fig)
+
+
+def test_setup_notebook_threads(monkeypatch):
+    monkeypatch.delenv("LLMVIZ_SCALE", raising=False)
+    before = torch.get_num_threads()
+    try:
+        info = llmviz.setup_notebook(cpu_threads=1)
+        assert torch.get_num_threads() == 1 and info.threads == 1
+        assert "1 CPU thread(s)" in repr(info)
+        monkeypatch.setenv("LLMVIZ_SCALE", "full")
+        torch.set_num_threads(2)
+        llmviz.setup_notebook(cpu_threads=1)
+        assert torch.get_num_threads() == 2  # full size keeps torch's default
+        with pytest.raises(ValueError, match="cpu_threads must be a positive int or None, got 0"):
+            llmviz.setup_notebook(cpu_threads=0)
+    finally:
+        torch.set_num_threads(before)
