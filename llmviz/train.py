@@ -258,6 +258,9 @@ def train(
         model.to(config.device)
     device = _model_device(model)
     history = History(config=config)
+    # A model whose config carries a z-loss weight (llmviz ModelConfig.z_loss_weight) is trained
+    # with that auxiliary term, exactly as its own ``loss`` adds it.
+    z_weight = float(getattr(getattr(model, "config", None), "z_loss_weight", 0.0) or 0.0)
     optimizer = torch.optim.AdamW(
         _param_groups(model, config.weight_decay), lr=config.lr, betas=config.betas
     )
@@ -276,7 +279,10 @@ def train(
                 train_tokens, batch_size=config.batch_size, seq_len=config.seq_len,
                 generator=generator, device=device,
             )
-            loss = masked_cross_entropy(logits_of(model(inputs)), targets)
+            logits = logits_of(model(inputs))  # (B, T, V)
+            loss = masked_cross_entropy(logits, targets)
+            if z_weight > 0:  # PaLM's z-loss, when the model's config asks for it
+                loss = loss + z_weight * torch.logsumexp(logits.float(), dim=-1).square().mean()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             max_norm = config.grad_clip if config.grad_clip is not None else math.inf

@@ -276,3 +276,28 @@ def test_train_on_device(device):
     hist = train(model, _stream(), config=cfg, val_tokens=_stream(), progress=False)
     assert next(model.parameters()).device.type == torch.device(device).type
     assert len(hist.evals) == 1 and math.isfinite(hist.evals[0].loss[0])
+
+
+def test_train_adds_the_models_z_loss():
+    """A model whose config has z_loss_weight > 0 is trained on CE + w * mean(logsumexp^2)."""
+    from types import SimpleNamespace
+
+    from llmviz.data import random_batches
+
+    cfg = TrainConfig(**{**FAST, "steps": 1, "warmup": 0})
+    data = _stream()
+    plain = train(_fresh(), data, config=cfg, progress=False).loss[0]
+    model = _fresh()
+    model.config = SimpleNamespace(z_loss_weight=0.5)
+    # The same first batch train() will draw: its generator is seeded with config.seed.
+    inputs, targets = random_batches(
+        data, batch_size=cfg.batch_size, seq_len=cfg.seq_len,
+        generator=torch.Generator().manual_seed(cfg.seed), device=torch.device("cpu"),
+    )
+    with torch.no_grad():
+        logits = model(inputs).logits
+        z = torch.logsumexp(logits, dim=-1).square().mean().item()
+        ce = masked_cross_entropy(logits, targets).item()
+    with_z = train(model, data, config=cfg, progress=False).loss[0]
+    assert math.isclose(plain, ce, rel_tol=1e-5)
+    assert math.isclose(with_z, ce + 0.5 * z, rel_tol=1e-5)
