@@ -15,6 +15,8 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from .ffn import glu_hidden_size
+
 __all__ = [
     "ModelConfig",
     "POSITIONS",
@@ -23,7 +25,6 @@ __all__ = [
     "FFNS",
     "ACTIVATIONS",
     "QK_NORMS",
-    "glu_hidden",
 ]
 
 #: Position schemes: added once at the input (learned, sinusoidal) or inside attention (rope, alibi).
@@ -39,16 +40,6 @@ ACTIVATIONS = (None, "relu", "gelu", "gelu_tanh", "silu", "relu2")
 #: Per-head norm applied to queries and keys before the dot product.
 QK_NORMS = (None, "rms", "layer")
 _ROPE_LAYOUTS = ("half", "interleaved")
-
-
-def glu_hidden(d_model: int, *, mult: float = 4.0, multiple_of: int = 8) -> int:
-    """Hidden size of a GLU feed-forward with the parameters of a ``mult * d_model`` MLP.
-
-    A GLU has three matrices instead of two, so the hidden size shrinks by 2/3
-    (Shazeer 2020, "GLU Variants Improve Transformer"), then rounds up to ``multiple_of``.
-    """
-    hidden = int(2 * mult * d_model / 3)
-    return multiple_of * math.ceil(hidden / multiple_of)
 
 
 @dataclass(frozen=True)
@@ -126,7 +117,7 @@ class ModelConfig:
         _choice(self.qk_norm, "qk_norm", QK_NORMS)
         _choice(self.rope_layout, "rope_layout", _ROPE_LAYOUTS)
         if self.d_ff is None:
-            d_ff = 4 * self.d_model if self.ffn == "mlp" else glu_hidden(self.d_model)
+            d_ff = 4 * self.d_model if self.ffn == "mlp" else glu_hidden_size(self.d_model, multiple_of=8)
             object.__setattr__(self, "d_ff", d_ff)
         _positive_int(self.d_ff, "d_ff")
         if self.attn_bias is None:
@@ -208,7 +199,7 @@ class ModelConfig:
         feed-forward too; explicitly set values (Gemma's head_dim) are kept.
         """
         base = asdict(self)
-        auto_ff = 4 * self.d_model if self.ffn == "mlp" else glu_hidden(self.d_model)
+        auto_ff = 4 * self.d_model if self.ffn == "mlp" else glu_hidden_size(self.d_model, multiple_of=8)
         if self.head_dim * self.n_heads == self.d_model:
             base["head_dim"] = None
         if self.d_ff == auto_ff:

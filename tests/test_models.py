@@ -7,7 +7,8 @@ import torch
 
 from llmviz.analysis import count_parameters
 from llmviz.blocks import TransformerBlock
-from llmviz.config import ModelConfig, glu_hidden
+from llmviz.config import ModelConfig
+from llmviz.ffn import glu_hidden_size
 from llmviz.models import DecoderLM, LMOutput, generate, softcap
 from llmviz.presets import PRESETS, preset
 
@@ -52,10 +53,10 @@ def test_config_rejects_bad_values(kwargs, error, match):
 
 def test_config_resolves_derived_fields():
     c = ModelConfig(d_model=96, n_heads=6, ffn="swiglu")
-    assert c.n_kv_heads == 6 and c.head_dim == 16 and c.d_ff == glu_hidden(96)
+    assert c.n_kv_heads == 6 and c.head_dim == 16 and c.d_ff == glu_hidden_size(96, multiple_of=8)
     assert ModelConfig(ffn="mlp").d_ff == 4 * 64
     wider = c.replace(d_model=192)
-    assert wider.head_dim == 32 and wider.d_ff == glu_hidden(192)
+    assert wider.head_dim == 32 and wider.d_ff == glu_hidden_size(192, multiple_of=8)
     # explicit head_dim survives replace
     g = ModelConfig(d_model=64, n_heads=4, head_dim=32).replace(n_layers=3)
     assert g.head_dim == 32 and g.n_layers == 3
@@ -65,7 +66,7 @@ def test_config_resolves_derived_fields():
 
 def test_glu_hidden_matches_mlp_params():
     for d in (64, 256, 4096):
-        h = glu_hidden(d, multiple_of=1)
+        h = glu_hidden_size(d, multiple_of=1)
         assert abs(3 * d * h - 2 * d * 4 * d) <= 3 * d  # equal up to rounding
 
 
