@@ -11,7 +11,6 @@ C model dim (``d_model``).
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
