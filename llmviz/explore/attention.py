@@ -24,7 +24,6 @@ import torch
 
 from ..attention import MultiHeadAttention, attention_weights
 from ..attention_metrics import head_metrics
-from ..masks import causal_mask
 from ..plots._style import PALETTE, PLOTLY_SEQUENTIAL
 from ._core import Control, Explorer, Frame
 
