@@ -19,7 +19,7 @@ import math
 import torch
 
 from ._utils import check_tensor
-from .attention import _check_qkv, repeat_kv
+from .sdpa import _check_qkv, repeat_kv
 
 __all__ = ["online_softmax", "online_softmax_trace", "tiled_attention"]
 
