@@ -21,6 +21,7 @@ from torch import nn
 
 from ._utils import check_choice, check_tensor
 from .masks import causal_mask, combine_masks, sliding_window_mask
+from .norms import make_norm
 from .sdpa import _check_mask, attention_weights, repeat_kv, scaled_dot_product_attention
 
 __all__ = [
@@ -47,6 +48,8 @@ class MultiHeadAttention(nn.Module):
         qk_norm: None, ``"rms"`` or ``"layer"``: per-head norm of q and k (``q_norm``,
             ``k_norm``) before RoPE, as in OLMo 2 / Qwen 3.
         softcap: Gemma 2 attention-logit soft-cap.
+        scale: multiplies ``q @ k^T``; default ``1 / sqrt(head_dim)``. Gemma 2 uses
+            ``query_pre_attn_scalar ** -0.5`` (27B: 144 ** -0.5 with head_dim 128).
         sliding_window: each query sees this many most recent keys (Mistral).
         dropout: dropout on attention weights in training mode.
         causal: apply the causal mask.
@@ -69,6 +72,7 @@ class MultiHeadAttention(nn.Module):
         alibi: bool = False,
         qk_norm: str | None = None,
         softcap: float | None = None,
+        scale: float | None = None,
         sliding_window: int | None = None,
         dropout: float = 0.0,
         causal: bool = True,
@@ -99,6 +103,8 @@ class MultiHeadAttention(nn.Module):
             raise TypeError(f"rope must be callable as rope(q, k, positions), got {type(rope).__name__}")
         if softcap is not None and softcap <= 0:
             raise ValueError(f"softcap must be positive or None, got {softcap!r}")
+        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale <= 0):
+            raise ValueError(f"scale must be a positive number or None (1/sqrt(head_dim)), got {scale!r}")
         if sliding_window is not None and (not isinstance(sliding_window, int) or sliding_window < 1):
             raise ValueError(f"sliding_window must be a positive int or None, got {sliding_window!r}")
         if not 0.0 <= dropout < 1.0:
@@ -110,10 +116,9 @@ class MultiHeadAttention(nn.Module):
         self.o_proj = nn.Linear(n_heads * head_dim, d_model, bias=bias)
         if qk_norm is None:
             self.q_norm = self.k_norm = None
-        elif qk_norm == "rms":
-            self.q_norm, self.k_norm = nn.RMSNorm(head_dim, eps=1e-6), nn.RMSNorm(head_dim, eps=1e-6)
-        else:
-            self.q_norm, self.k_norm = nn.LayerNorm(head_dim), nn.LayerNorm(head_dim)
+        else:  # one norm over D for every head, as in OLMo 2 / Qwen 3
+            self.q_norm = make_norm(qk_norm, head_dim, eps=1e-6)
+            self.k_norm = make_norm(qk_norm, head_dim, eps=1e-6)
         self.rope = rope
         self.alibi = alibi
         if alibi:
@@ -121,6 +126,8 @@ class MultiHeadAttention(nn.Module):
 
             self.register_buffer("alibi_slopes", alibi_slopes(n_heads), persistent=False)
         self.softcap = softcap
+        self.scale = None if scale is None else float(scale)
+        self.qk_norm = qk_norm
         self.sliding_window = sliding_window
         self.dropout = dropout
         self.causal = causal
@@ -134,8 +141,8 @@ class MultiHeadAttention(nn.Module):
         from .position.alibi import alibi_bias
 
         slopes = self.alibi_slopes.to(device=device)
-        full = alibi_bias(S, S, slopes=slopes, causal=self.causal, device=device, dtype=dtype)
-        return full[:, S - T :, :]  # (H, T, S): queries are the last T positions
+        # (H, T, S): only the rows of the T queries (the last T positions), never S x S.
+        return alibi_bias(T, S, slopes=slopes, causal=self.causal, device=device, dtype=dtype)
 
     def forward(
         self,
@@ -180,7 +187,7 @@ class MultiHeadAttention(nn.Module):
             ab = self._alibi(T, S, x.device, q.dtype)
             bias = ab if bias is None else bias + ab
         result = scaled_dot_product_attention(
-            q, k, v, mask=mask, bias=bias, softcap=self.softcap,
+            q, k, v, mask=mask, bias=bias, scale=self.scale, softcap=self.softcap,
             dropout_p=self.dropout if self.training else 0.0, return_weights=return_weights,
         )
         out, weights = result if return_weights else (result, None)
@@ -209,7 +216,7 @@ def gqa_from_mha(mha: MultiHeadAttention, n_kv_heads: int) -> MultiHeadAttention
         mha.d_model, mha.n_heads, n_kv_heads=n_kv_heads, head_dim=mha.head_dim, bias=has_bias,
         rope=mha.rope, softcap=mha.softcap, sliding_window=mha.sliding_window,
         dropout=mha.dropout, causal=mha.causal,
-        qk_norm=None if mha.q_norm is None else ("rms" if isinstance(mha.q_norm, nn.RMSNorm) else "layer"),
+        qk_norm=mha.qk_norm, scale=mha.scale,
     ).to(device=mha.q_proj.weight.device, dtype=mha.q_proj.weight.dtype)
     gqa.q_proj.load_state_dict(mha.q_proj.state_dict())
     gqa.o_proj.load_state_dict(mha.o_proj.state_dict())

@@ -56,6 +56,7 @@ class TransformerBlock(nn.Module):
         alibi: add ALiBi biases inside attention.
         qk_norm: None, ``"rms"`` or ``"layer"``.
         attn_softcap: Gemma 2 attention-score soft-cap.
+        attn_scale: attention score scale (default ``1 / sqrt(head_dim)``).
         sliding_window: this layer's local window (None = global).
         dropout: on attention weights and on each sublayer's output.
         deepnorm_alpha: the residual weight ``a`` used when ``placement="deepnorm"``.
@@ -86,6 +87,7 @@ class TransformerBlock(nn.Module):
         alibi: bool = False,
         qk_norm: str | None = None,
         attn_softcap: float | None = None,
+        attn_scale: float | None = None,
         sliding_window: int | None = None,
         dropout: float = 0.0,
         deepnorm_alpha: float = 1.0,
@@ -101,7 +103,8 @@ class TransformerBlock(nn.Module):
         self.self_attn = MultiHeadAttention(
             d_model, n_heads, n_kv_heads=n_kv_heads, head_dim=head_dim,
             bias=bias if attn_bias is None else attn_bias, rope=rope, alibi=alibi,
-            qk_norm=qk_norm, softcap=attn_softcap, sliding_window=sliding_window, dropout=dropout,
+            qk_norm=qk_norm, softcap=attn_softcap, scale=attn_scale, sliding_window=sliding_window,
+            dropout=dropout,
         )
         self.mlp = make_ffn(ffn, d_model, d_ff, activation=activation, bias=bias)
         self.attn_norm = make_norm(norm, d_model, eps=norm_eps)
@@ -124,7 +127,7 @@ class TransformerBlock(nn.Module):
             norm_eps=config.norm_eps, placement=config.placement, parallel=config.parallel,
             ffn=config.ffn, activation=config.activation, bias=config.bias,
             attn_bias=config.attn_bias, rope=rope, alibi=config.position == "alibi",
-            qk_norm=config.qk_norm, attn_softcap=config.attn_softcap,
+            qk_norm=config.qk_norm, attn_softcap=config.attn_softcap, attn_scale=config.attn_scale,
             sliding_window=config.window_for(layer_idx), dropout=config.dropout,
             deepnorm_alpha=config.deepnorm_alpha,
         )

@@ -81,6 +81,7 @@ class ModelConfig:
     # --- attention ----------------------------------------------------------------------------
     qk_norm: str | None = None  # None, "rms" or "layer": per-head norm on q and k (OLMo 2, Gemma 3)
     attn_softcap: float | None = None  # scores -> cap * tanh(scores / cap) (Gemma 2: 50)
+    query_pre_attn_scalar: float | None = None  # scores scaled by its -1/2 power (Gemma 2); None: head_dim
     sliding_window: int | None = None  # each query sees at most this many most recent keys
     global_every: int | None = None  # with sliding_window: every k-th layer attends globally
     # --- output and training ------------------------------------------------------------------
@@ -140,7 +141,7 @@ class ModelConfig:
         _positive(self.rope_base, "rope_base")
         _positive(self.norm_eps, "norm_eps")
         _positive(self.init_std, "init_std")
-        for name in ("attn_softcap", "final_softcap"):
+        for name in ("attn_softcap", "final_softcap", "query_pre_attn_scalar"):
             if getattr(self, name) is not None:
                 _positive(getattr(self, name), name)
         if self.sliding_window is not None:
@@ -181,6 +182,11 @@ class ModelConfig:
     def deepnorm_beta(self) -> float:
         """DeepNet init down-scaling of v/o and feed-forward weights: (8N)^(-1/4)."""
         return (8 * self.n_layers) ** -0.25
+
+    @property
+    def attn_scale(self) -> float | None:
+        """Scale of ``q @ k^T``: ``query_pre_attn_scalar ** -0.5`` if set, else None (1/sqrt(D))."""
+        return None if self.query_pre_attn_scalar is None else self.query_pre_attn_scalar ** -0.5
 
     def window_for(self, layer_idx: int) -> int | None:
         """The sliding window of layer ``layer_idx`` (None = global attention)."""

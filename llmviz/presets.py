@@ -18,8 +18,8 @@ Sources (config files of the released checkpoints, and the papers):
 Simplifications (documented, deliberate):
     * Gemma 2 alternates local (4096-token window) and global layers; here ``global_every=2``
       makes every second layer global, as in the Hugging Face implementation. Gemma 2 also
-      scales queries by ``query_pre_attn_scalar`` (27B: 144 instead of head_dim 128); llmviz
-      always uses 1/sqrt(head_dim).
+      scales queries by ``query_pre_attn_scalar ** -0.5`` (27B: 144 instead of head_dim 128),
+      which the presets set.
     * GPT-J's attention has no biases but its MLP does (``attn_bias=False, bias=True``); its
       ``lm_head`` bias is omitted.
     * PaLM uses LayerNorm without biases (``"layer_nobias"``), multi-query attention, a
@@ -98,7 +98,8 @@ def gemma2(size: str = "toy", **overrides: Any) -> ModelConfig:
         "toy": dict(_TOY, n_kv_heads=2, head_dim=32, sliding_window=16),
         "2b": dict(real, d_model=2304, n_layers=26, n_heads=8, n_kv_heads=4, head_dim=256, d_ff=9216),
         "9b": dict(real, d_model=3584, n_layers=42, n_heads=16, n_kv_heads=8, head_dim=256, d_ff=14336),
-        "27b": dict(real, d_model=4608, n_layers=46, n_heads=32, n_kv_heads=16, head_dim=128, d_ff=36864),
+        "27b": dict(real, d_model=4608, n_layers=46, n_heads=32, n_kv_heads=16, head_dim=128, d_ff=36864,
+                    query_pre_attn_scalar=144.0),
     }
     return _build("gemma2", arch, sizes, size, overrides)
 

@@ -393,3 +393,32 @@ def test_module_matches_hf_llama_attention(device):
     out, w = ours(x, return_weights=True)
     torch.testing.assert_close(w, hf_w, atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(out, hf_out, atol=1e-5, rtol=1e-4)
+
+
+def test_mha_scale_matches_functional_scale_and_rejects_bad_values():
+    from llmviz.attention import MultiHeadAttention, scaled_dot_product_attention
+
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(32, 4, n_kv_heads=2, scale=144 ** -0.5)
+    x = torch.randn(2, 5, 32)
+    out, w = mha(x, return_weights=True)
+    q = mha.q_proj(x).view(2, 5, 4, 8).transpose(1, 2)
+    k = mha.k_proj(x).view(2, 5, 2, 8).transpose(1, 2)
+    v = mha.v_proj(x).view(2, 5, 2, 8).transpose(1, 2)
+    mask = torch.ones(5, 5, dtype=torch.bool).tril()
+    ref, ref_w = scaled_dot_product_attention(q, k, v, mask=mask, scale=144 ** -0.5, return_weights=True)
+    torch.testing.assert_close(w, ref_w)
+    torch.testing.assert_close(out, mha.o_proj(ref.transpose(1, 2).reshape(2, 5, 32)))
+    default = MultiHeadAttention(32, 4, n_kv_heads=2)
+    default.load_state_dict(mha.state_dict())
+    assert not torch.allclose(default(x, return_weights=True)[1], w)  # the scale matters
+    with pytest.raises(ValueError, match=r"scale must be a positive number or None.*got -1"):
+        MultiHeadAttention(32, 4, scale=-1)
+
+
+def test_mha_qk_norm_uses_llmviz_norms():
+    from llmviz.attention import MultiHeadAttention
+    from llmviz.norms import LayerNorm, RMSNorm
+
+    assert isinstance(MultiHeadAttention(32, 4, qk_norm="rms").q_norm, RMSNorm)
+    assert isinstance(MultiHeadAttention(32, 4, qk_norm="layer").k_norm, LayerNorm)

@@ -326,3 +326,15 @@ def test_unknown_preset_and_size():
         preset("gpt5")
     with pytest.raises(ValueError, match="llama2 has no size '8b'"):
         preset("llama2", "8b")
+
+
+def test_query_pre_attn_scalar_sets_the_attention_scale():
+    c = ModelConfig(d_model=64, n_heads=4, query_pre_attn_scalar=144.0)
+    assert c.attn_scale == pytest.approx(144 ** -0.5)
+    assert ModelConfig(d_model=64, n_heads=4).attn_scale is None
+    from llmviz.models import DecoderLM
+
+    model = DecoderLM(c)
+    assert model.layers[0].self_attn.scale == pytest.approx(144 ** -0.5)
+    with pytest.raises(ValueError, match="query_pre_attn_scalar"):
+        ModelConfig(d_model=64, n_heads=4, query_pre_attn_scalar=0.0)
