@@ -168,3 +168,16 @@ def test_setup_notebook_threads(monkeypatch):
             llmviz.setup_notebook(cpu_threads=0)
     finally:
         torch.set_num_threads(before)
+
+
+def test_public_api_resolves_and_import_is_light():
+    import subprocess
+    import sys
+
+    for name in llmviz.__all__:
+        assert getattr(llmviz, name) is not None, name
+    code = "import sys, llmviz; print('plotly' in sys.modules, 'matplotlib.pyplot' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]  # the maths needs only torch
+    with pytest.raises(AttributeError, match="has no attribute 'nope'"):
+        llmviz.nope  # noqa: B018
