@@ -24,6 +24,8 @@ from typing import Sequence
 
 import torch
 
+from .relative import _check_len
+
 __all__ = ["alibi_slopes", "alibi_bias"]
 
 
@@ -71,14 +73,7 @@ def alibi_bias(
     Returns:
         (H, T, S) float bias to add to the scores before the softmax.
     """
-    S = T if S is None else S
-    for name, value in (("T", T), ("S", S)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
-    if S < T:
-        raise ValueError(
-            f"S ({S}) must be >= T ({T}): the queries are the last T of the S key positions"
-        )
+    S = _check_len(T, S)
     slopes = torch.as_tensor(slopes)
     if slopes.ndim != 1 or slopes.numel() == 0:
         raise ValueError(
