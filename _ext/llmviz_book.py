@@ -6,6 +6,7 @@ What it does, and why:
   starts inherit it: ``llmviz.setup_notebook()`` then registers a plotly renderer that emits
   plain HTML (plotly's default MIME type is dropped by myst-nb), and explorers show their
   static face (plotly sliders over a precomputed grid) instead of ipywidgets.
+* Sets ``OMP_NUM_THREADS=1`` for the kernels unless already set (see ``setup``).
 * Serves plotly.js from the installed ``plotly`` package, copied into the *build's*
   ``_static`` (never the source tree), and adds it only to pages whose body holds a plotly
   figure: the other pages stay light.
@@ -93,6 +94,10 @@ def _on_build_finished(app: Sphinx, exception: Exception | None) -> None:
 
 def setup(app: Sphinx) -> dict:
     os.environ["LLMVIZ_BUILD"] = "1"  # inherited by every kernel this build starts
+    # One BLAS/OpenMP thread per kernel unless the builder says otherwise: the chapters' CPU
+    # sizes are small, and on a shared or 2-core machine (CI runs the unit tests beside the
+    # build) more threads oversubscribe the cores and make cells many times slower.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
     # Jupyter Book always passes sphinx-comments' setting; that extension is left out (it would
     # load scripts from other sites), so the value is declared here to keep -W quiet.
     if "comments_config" not in app.config.values:
