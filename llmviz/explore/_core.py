@@ -200,7 +200,7 @@ class Explorer:
     def _base_layout(self) -> dict:
         layout = {
             "template": "plotly_white",
-            "margin": {"t": 60, "b": 40 + 70 * len(self.controls), "l": 60, "r": 20},
+            "margin": {"t": 60, "b": 70 + 70 * len(self.controls), "l": 60, "r": 20},
             "height": 420 + 50 * len(self.controls),
         }
         if self.title:
@@ -238,7 +238,7 @@ class Explorer:
                     "name": c.name,
                     "active": c.default_index,
                     "currentvalue": {"prefix": f"{c.text} = "},
-                    "pad": {"t": 30 + 70 * k},
+                    "pad": {"t": 60 + 70 * k},  # below the x-axis title
                     "len": 0.9,
                     "x": 0.05,
                     "steps": [
@@ -286,7 +286,8 @@ class Explorer:
             frame = first if params == self.defaults and redraw.first else self.frame(**params)
             redraw.first = False
             fig = go.Figure(data=frame.traces, layout=self._base_layout())
-            fig.update_layout(margin={"b": 40}, height=self._base_layout()["height"] - 50 * len(self.controls))
+            base = self._base_layout()
+            fig.update_layout(margin={"b": 60}, height=base["height"] - 50 * len(self.controls))
             if frame.layout:
                 fig.update_layout(_unflatten(frame.layout))
             with out:
