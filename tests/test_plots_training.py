@@ -16,7 +16,6 @@ from llmviz.plots._style import PALETTE  # noqa: E402
 from llmviz.plots.training import (  # noqa: E402
     divergence_grid,
     length_traces,
-    plot_divergence_map,
     plot_length_curves,
     plot_training_curves,
 )
@@ -110,7 +109,9 @@ def test_length_traces_constant_count_and_highlight():
     assert traces[1].line.width > traces[0].line.width
 
 
-def test_divergence_grid_and_map():
+def test_divergence_grid_feeds_the_stability_map():
+    from llmviz.plots.norms import plot_stability_map
+
     hist = {
         (1e-3, 0): _history([2.0] * 10),
         (1e-1, 0): _history([2.0, math.nan], diverged=True),
@@ -120,28 +121,18 @@ def test_divergence_grid_and_map():
     lrs, warmups, grid = divergence_grid(hist)
     assert lrs == [1e-3, 1e-1] and warmups == [0, 10]
     assert math.isnan(grid[0, 1]) and grid[1, 0] == 1.0
-    ax = plot_divergence_map(grid, lrs=lrs, warmups=warmups)
+    ax = plot_stability_map(grid, rows=warmups, cols=lrs, row_label="warmup steps",
+                            col_label="peak learning rate")
     images = ax.get_images()
     assert len(images) == 1
     assert images[0].get_clim() == (1.0, 2.0)  # finite range, nothing clipped
     texts = [t.get_text() for t in ax.texts]
-    assert texts.count("x") == 1 and "1.50" in texts
+    assert texts.count("div") == 1 and "1.50" in texts
     assert [t.get_text() for t in ax.get_xticklabels()] == ["0.001", "0.1"]
+    assert ax.get_ylabel() == "warmup steps"
 
 
-def test_divergence_maps_share_colour_limits():
-    fig, axes = plt.subplots(1, 2)
-    a = np.array([[1.0, 2.0]])
-    b = torch.tensor([[3.0, float("inf")]])
-    for ax, g in zip(axes, (a, b)):
-        plot_divergence_map(g, lrs=[1, 2], warmups=[0], ax=ax, vmin=1.0, vmax=3.0, annotate=False)
-    assert axes[0].get_images()[0].get_clim() == axes[1].get_images()[0].get_clim() == (1.0, 3.0)
-    assert [t.get_text() for t in axes[1].texts] == ["x"]
-
-
-def test_divergence_map_errors():
-    with pytest.raises(ValueError, match=r"expected \(len\(warmups\), len\(lrs\)\) = \(1, 3\)"):
-        plot_divergence_map(np.zeros((1, 2)), lrs=[1, 2, 3], warmups=[0])
+def test_divergence_grid_errors():
     with pytest.raises(ValueError, match="histories is empty"):
         divergence_grid({})
 

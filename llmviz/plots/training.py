@@ -1,4 +1,7 @@
-"""Training figures: loss curves, loss/perplexity against evaluation length, divergence maps.
+"""Training figures: loss curves, and loss/perplexity against evaluation length.
+
+:func:`divergence_grid` arranges runs over a (learning rate, warmup) grid for
+:func:`llmviz.plots.norms.plot_stability_map` to draw.
 
 Axes-level functions take ``ax=None`` and return the ``Axes``; nothing calls ``plt.show()``.
 Inputs are what :mod:`llmviz.train` produces (:class:`~llmviz.train.History`,
@@ -10,7 +13,6 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Sequence
 
-import matplotlib as mpl
 import numpy as np
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 import plotly.graph_objects as go
@@ -25,7 +27,6 @@ __all__ = [
     "plot_length_curves",
     "length_traces",
     "divergence_grid",
-    "plot_divergence_map",
 ]
 
 _CURVE_METRICS = ("loss", "lr", "grad_norm")
@@ -240,60 +241,3 @@ def divergence_grid(
     for (lr, warmup), h in histories.items():
         final[warmups.index(int(warmup)), lrs.index(float(lr))] = h.final_loss
     return lrs, warmups, final
-
-
-def plot_divergence_map(
-    final_loss: Any,
-    *,
-    lrs: Sequence[float],
-    warmups: Sequence[int],
-    ax: Any = None,
-    vmin: float | None = None,
-    vmax: float | None = None,
-    annotate: bool = True,
-    cmap: str = SEQUENTIAL,
-) -> Any:
-    """Heatmap of final loss over a learning-rate x warmup grid; diverged runs in grey with ``x``.
-
-    Args:
-        final_loss: ``(len(warmups), len(lrs))`` array/tensor; ``nan``/``inf`` = diverged.
-        lrs: learning rates (columns), warmups: warmup steps (rows).
-        ax: Axes to draw on (a new one if None).
-        vmin, vmax: colour limits (pass the same ones to compare several maps; default: the
-            finite values' range, nothing clipped).
-        annotate: write each cell's loss.
-
-    Returns:
-        The Axes.
-    """
-    grid = np.asarray(
-        final_loss.detach().cpu() if isinstance(final_loss, torch.Tensor) else final_loss,
-        dtype=float,
-    )
-    if grid.shape != (len(warmups), len(lrs)):
-        raise ValueError(
-            f"final_loss has shape {grid.shape}, expected (len(warmups), len(lrs)) = "
-            f"({len(warmups)}, {len(lrs)})"
-        )
-    ax = get_ax(ax, figsize=(1.0 + 0.8 * len(lrs), 1.2 + 0.5 * len(warmups)))
-    bad = ~np.isfinite(grid)
-    finite = grid[~bad]
-    lo = vmin if vmin is not None else (finite.min() if finite.size else 0.0)
-    hi = vmax if vmax is not None else (finite.max() if finite.size else 1.0)
-    colormap = mpl.colormaps[cmap].with_extremes(bad="#bbbbbb")
-    image = ax.imshow(np.ma.masked_invalid(grid), cmap=colormap, vmin=lo, vmax=hi,
-                      aspect="auto", origin="lower")
-    ax.figure.colorbar(image, ax=ax, label="final training loss")
-    for r, c in zip(*np.nonzero(bad)):
-        ax.text(c, r, "x", ha="center", va="center", color="#333", fontsize=11, fontweight="bold")
-    if annotate:
-        mid = (lo + hi) / 2
-        for r, c in zip(*np.nonzero(~bad)):
-            ax.text(c, r, f"{grid[r, c]:.2f}", ha="center", va="center", fontsize=7,
-                    color="white" if grid[r, c] < mid else "black")
-    ax.set_xticks(range(len(lrs)), [f"{v:g}" for v in lrs])
-    ax.set_yticks(range(len(warmups)), [str(w) for w in warmups])
-    ax.set_xlabel("peak learning rate")
-    ax.set_ylabel("warmup steps")
-    ax.set_title("x = diverged", fontsize=9, loc="right")
-    return ax
