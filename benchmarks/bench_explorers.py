@@ -17,9 +17,6 @@ size of its HTML (what it adds to a page of the site).
 from __future__ import annotations
 
 import argparse
-import importlib
-import inspect
-import pkgutil
 import statistics
 import sys
 import time
@@ -50,21 +47,11 @@ EXAMPLES = {"weights_per_layer": _example_weights, "weights": _example_weights}
 def discover() -> list[tuple[str, Explorer]]:
     """``(module.name, explorer)`` for every explorer factory in llmviz.explore.*."""
     found = []
-    for info in pkgutil.iter_modules(explore_pkg.__path__):
-        if info.name.startswith("_"):
+    for qualname, fn, needs in explore_pkg.factories():
+        if any(n not in EXAMPLES for n in needs):
+            print(f"# skipped {qualname}: needs {list(needs)}")
             continue
-        module = importlib.import_module(f"llmviz.explore.{info.name}")
-        for name in getattr(module, "__all__", []):
-            fn = getattr(module, name)
-            if not (name.endswith("_explorer") and inspect.isfunction(fn)):
-                continue
-            needs = [p.name for p in inspect.signature(fn).parameters.values()
-                     if p.default is inspect.Parameter.empty
-                     and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-            if any(n not in EXAMPLES for n in needs):
-                print(f"# skipped {info.name}.{name}: needs {needs}")
-                continue
-            found.append((f"{info.name}.{name}", fn(**{n: EXAMPLES[n]() for n in needs})))
+        found.append((qualname, fn(**{n: EXAMPLES[n]() for n in needs})))
     return found
 
 

@@ -10,10 +10,7 @@ changes. Also: :func:`face` and its environment variables, and the error message
 from __future__ import annotations
 
 import base64
-import importlib
-import inspect
 import json
-import pkgutil
 import random
 
 import numpy as np
@@ -113,23 +110,11 @@ EXAMPLES = {
 def _factories() -> list:
     """Every public ``*_explorer`` function of the ``llmviz.explore`` submodules."""
     found = []
-    for info in pkgutil.iter_modules(explore_pkg.__path__):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"llmviz.explore.{info.name}")
-        for name in getattr(module, "__all__", []):
-            obj = getattr(module, name)
-            if name.endswith("_explorer") and inspect.isfunction(obj):
-                needs = [p.name for p in inspect.signature(obj).parameters.values()
-                         if p.default is inspect.Parameter.empty
-                         and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-                missing = [n for n in needs if n not in EXAMPLES]
-                marks = [pytest.mark.skip(reason=f"needs data the test cannot make: {missing}")] \
-                    if missing else []
-                factory = obj
-                if needs and not missing:
-                    factory = _with_examples(obj, needs)
-                found.append(pytest.param(factory, id=f"{info.name}.{name}", marks=marks))
+    for qualname, fn, needs in explore_pkg.factories():
+        missing = [n for n in needs if n not in EXAMPLES]
+        marks = [pytest.mark.skip(reason=f"needs data the test cannot make: {missing}")] if missing else []
+        factory = _with_examples(fn, needs) if needs and not missing else fn
+        found.append(pytest.param(factory, id=qualname, marks=marks))
     return found
 
 
@@ -332,3 +317,11 @@ def test_explorer_errors():
         bad.frame()
     with pytest.raises(TypeError, match="Frame.traces must be a non-empty list of plotly traces, got list"):
         Frame(traces=[])
+
+
+def test_factories_lists_every_explorer_with_its_required_inputs():
+    found = {name: needs for name, _, needs in explore_pkg.factories()}
+    assert {"position.rope_explorer", "position.alibi_explorer", "attention.temperature_explorer",
+            "norms.norm_explorer", "architecture.sampling_explorer"} <= set(found)
+    assert found["position.rope_explorer"] == ()
+    assert all(name.split(".")[1].endswith("_explorer") for name in found)
