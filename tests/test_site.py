@@ -4,8 +4,9 @@ For every page of the table of contents:
 
 * no console error and no uncaught exception (known noise is filtered by name, below);
 * every plotly figure is drawn (has its ``.main-svg``);
-* every explorer figure (``data-llmviz-explorer``) responds to its slider: clicking a later
-  step of the rail changes ``data-llmviz-frame`` and the set of visible traces;
+* every explorer figure (``data-llmviz-explorer``) responds to each of its sliders: clicking
+  the end of each rail in turn selects a new frame of the joint grid
+  (``data-llmviz-frame``) and changes the set of visible traces;
 * every request goes to the local server: any other host is aborted and fails the test;
 * no local request fails (a missing font or script shows up here).
 
@@ -222,35 +223,41 @@ _VISIBLE = "gd => gd.data.map(t => t.visible === undefined || t.visible === true
 
 
 def _check_explorer(page, handle, label: str) -> list[str]:
-    """Click the last step of the first slider of an explorer; return the problems found."""
+    """Move every slider of an explorer in turn (one click at the far end of its rail); each
+    move must select another frame of the joint grid and change the visible traces."""
     problems = []
-    before_frame = handle.get_attribute("data-llmviz-frame")
-    before_vis = handle.evaluate(_VISIBLE)
-    n_vis = sum(before_vis)
-    if n_vis == 0 or n_vis == len(before_vis) and len(before_vis) > 1:
-        problems.append(f"{label}: {n_vis} of {len(before_vis)} traces visible at start")
-    rail = handle.query_selector("g.slider-container rect.slider-rail-touch-rect")
-    if rail is None:
+    vis = handle.evaluate(_VISIBLE)
+    n_vis = sum(vis)
+    if n_vis == 0 or n_vis == len(vis) and len(vis) > 1:
+        problems.append(f"{label}: {n_vis} of {len(vis)} traces visible at start")
+    rails = handle.query_selector_all("g.slider-container rect.slider-rail-touch-rect")
+    if not rails:
         return problems + [f"{label}: explorer has no slider rail"]
-    rail.scroll_into_view_if_needed()
-    box = rail.bounding_box()
-    # The far right of the rail is the last step; the default is never the last one alone
-    # unless the control has 2 values, so click the far left in that case.
-    for frac in (0.985, 0.015):
-        page.mouse.click(box["x"] + frac * box["width"], box["y"] + box["height"] / 2)
-        page.wait_for_timeout(250)
-        after_frame = handle.get_attribute("data-llmviz-frame")
-        if after_frame is not None and after_frame != before_frame:
-            break
-    after_vis = handle.evaluate(_VISIBLE)
-    if after_frame is None or after_frame == before_frame:
-        problems.append(
-            f"{label}: moving the slider left data-llmviz-frame at {before_frame!r}"
-        )
-    if after_vis == before_vis:
-        problems.append(f"{label}: moving the slider did not change the visible traces")
-    if sum(after_vis) == 0:
-        problems.append(f"{label}: no trace visible after moving the slider")
+    seen = {handle.get_attribute("data-llmviz-frame")}
+    for k, rail in enumerate(rails):
+        before_frame = handle.get_attribute("data-llmviz-frame")
+        before_vis = handle.evaluate(_VISIBLE)
+        rail.scroll_into_view_if_needed()
+        box = rail.bounding_box()
+        # The far right of the rail is the last step; if the slider already sits there (a
+        # control with 2 values whose default is the last), the far left moves it instead.
+        for frac in (0.985, 0.015):
+            page.mouse.click(box["x"] + frac * box["width"], box["y"] + box["height"] / 2)
+            page.wait_for_timeout(250)
+            after_frame = handle.get_attribute("data-llmviz-frame")
+            if after_frame is not None and after_frame != before_frame:
+                break
+        after_vis = handle.evaluate(_VISIBLE)
+        where = f"{label}, slider {k + 1} of {len(rails)}"
+        if after_frame is None or after_frame == before_frame:
+            problems.append(f"{where}: moving it left data-llmviz-frame at {before_frame!r}")
+        elif after_frame in seen:
+            problems.append(f"{where}: moving it went back to an earlier frame {after_frame}")
+        seen.add(after_frame)
+        if after_vis == before_vis:
+            problems.append(f"{where}: moving it did not change the visible traces")
+        if sum(after_vis) == 0:
+            problems.append(f"{where}: no trace visible after moving it")
     return problems
 
 
