@@ -55,18 +55,12 @@ def _take(sd: dict, key: str) -> torch.Tensor:
 
 
 def _rope_scaling(hf_config: Any):
-    raw = getattr(hf_config, "rope_scaling", None)
-    if not raw:
-        return None
     from .position.rope import RopeScaling
 
-    kind = raw.get("rope_type", raw.get("type"))
-    if kind == "default":
-        return None
-    fields = set(RopeScaling.__dataclass_fields__) - {"kind"}
-    if kind == "dynamic" and "original_max_position_embeddings" not in raw:
-        raw = {**raw, "original_max_position_embeddings": hf_config.max_position_embeddings}
-    return RopeScaling(kind=kind, **{k: v for k, v in raw.items() if k in fields})
+    return RopeScaling.from_hf(
+        getattr(hf_config, "rope_scaling", None),
+        max_position_embeddings=hf_config.max_position_embeddings,
+    )
 
 
 def config_from_hf_llama(hf_config: Any, **overrides: Any) -> ModelConfig:

@@ -144,3 +144,26 @@ def test_errors():
         from_hf_llama(sd, hc)
     with pytest.raises(TypeError, match="must be a Hugging Face model"):
         capture_attention(object(), torch.zeros(1, 3, dtype=torch.long))
+
+
+@pytest.mark.parametrize(
+    "rope_scaling",
+    [
+        {"rope_type": "linear", "factor": 4.0},
+        {"rope_type": "dynamic", "factor": 2.0},
+        {"rope_type": "yarn", "factor": 4.0},  # no original_max_position_embeddings: HF falls back
+        {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16},
+        {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+         "original_max_position_embeddings": 32},
+    ],
+    ids=lambda d: d["rope_type"] + ("+orig" if "original_max_position_embeddings" in d else ""),
+)
+def test_llama_with_rope_scaling_logits_match(rope_scaling, gen):
+    hf, hc = _llama(rope_scaling=rope_scaling, max_position_embeddings=64)
+    ours = from_hf_llama(hf).eval()
+    assert ours.config.rope_scaling is not None
+    x = torch.randint(0, 128, (1, 48), generator=gen)
+    with torch.no_grad():
+        ref, got = hf(x).logits, ours(x).logits
+    # float32 parity, relative to the logits' size (yarn's attention factor scales them up)
+    assert (got - ref).abs().max() <= 1e-5 * max(1.0, ref.abs().max().item())
