@@ -1,0 +1,313 @@
+"""A claim under test: the claim in words, the measured effect, and a verdict the code decides.
+
+A :class:`Claim` renders as a box in notebooks and on the site (claim, effect with its
+interval, verdict, seeds, size and device), and can glue its parts for the prose
+(``claim.glue("ch02_induction")`` makes ``{glue:text}`ch02_induction_verdict``` work), so the
+text never types a verdict or a measured number.
+
+Registry: while ``LLMVIZ_CLAIMS_DIR`` is set, every claim that is displayed, glued or
+``register()``-ed is written as one JSON line to ``<dir>/<chapter>.jsonl``. Each process
+rewrites its chapter's file with the claims it has seen, so a notebook that runs again replaces
+its previous record and a notebook that does not run (the book's execution cache) keeps it. The
+same record is embedded in the box's HTML (``data-llmviz-record``); the book's claims page is
+read from there (``_ext/llmviz_book.py``), which works for cached notebooks too.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..runtime import device as _best_device
+from ..runtime import run_size
+from .stats import Estimate
+from .verdict import FAILS, HOLDS, Direction, decide
+
+__all__ = ["Claim", "glue_number", "CLAIMS_DIR_ENV", "CHAPTER_ENV", "claims_file"]
+
+#: Directory the claim records go to (the book build sets it).
+CLAIMS_DIR_ENV = "LLMVIZ_CLAIMS_DIR"
+#: The chapter a kernel runs (the book build sets it per notebook); overrides detection.
+CHAPTER_ENV = "LLMVIZ_CHAPTER"
+
+# Verdict colours: a tinted background and a solid edge read on light and dark themes alike;
+# the text keeps the page's own colour.
+_COLOURS = {HOLDS: "46,160,67", FAILS: "207,34,46"}
+_UNRESOLVED_RGB = "191,135,0"
+
+#: Records written by this process, per chapter, by claim id (kept so files can be rewritten).
+_SEEN: dict[str, dict[str, dict[str, Any]]] = {}
+
+
+def _slug(text: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
+    return slug[:48].rstrip("_") or "claim"
+
+
+def _detect_chapter() -> str:
+    """The running notebook's file stem, from what the front end tells the kernel."""
+    env = os.environ.get(CHAPTER_ENV)
+    if env:
+        return env
+    session = os.environ.get("JPY_SESSION_NAME")  # Jupyter server: the notebook's path
+    if session:
+        return Path(session).stem
+    try:
+        from IPython import get_ipython
+
+        ip = get_ipython()
+        vsc = ip.user_ns.get("__vsc_ipynb_file__") if ip is not None else None  # VS Code
+        if vsc:
+            return Path(vsc).stem
+    except ImportError:  # pragma: no cover - IPython ships with Jupyter
+        pass
+    return "unknown"
+
+
+def _device_label(dev: Any) -> str:
+    dev = torch.device(dev) if not isinstance(dev, torch.device) else dev
+    if dev.type == "cuda" and torch.cuda.is_available():
+        return f"cuda ({torch.cuda.get_device_name(dev)})"
+    return dev.type
+
+
+def claims_file(chapter: str) -> Path | None:
+    """Where ``chapter``'s records go, or None when ``LLMVIZ_CLAIMS_DIR`` is unset."""
+    base = os.environ.get(CLAIMS_DIR_ENV)
+    if not base:
+        return None
+    return Path(base) / f"{_slug(chapter.replace('/', '__'))}.jsonl"
+
+
+class _Text:
+    """Glued as plain text: ``{glue:text}`` shows ``repr``, which for a str adds quotes."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def _repr_markdown_(self) -> str:
+        return self.text
+
+
+def _glue(name: str, text: str) -> None:
+    try:
+        from IPython import get_ipython
+        from myst_nb import glue
+    except ImportError:
+        return
+    if get_ipython() is None:  # outside a kernel IPython's display would print instead
+        return
+    glue(name, _Text(text), display=False)
+
+
+def glue_number(name: str, value: float, fmt: str = ".3g") -> str:
+    """Glue ``format(value, fmt)`` under ``name`` for ``{glue:text}`name``` in the prose.
+
+    Returns the text glued. Outside a kernel with myst-nb it only returns it.
+    """
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][\w.-]*", name):
+        raise ValueError(f"glue name must be an identifier-like str, got {name!r}")
+    if isinstance(value, torch.Tensor):
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"value must be a number, got {type(value).__name__} {value!r:.60}")
+    text = format(value, fmt)
+    _glue(name, text)
+    return text
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claim under test: "``quantity`` ``direction`` ``threshold``", decided by the data.
+
+    Args:
+        text: the claim in words, as the chapter states it ("GQA's loss is within 0.05 of MHA").
+        estimate: the measured quantity with its interval (:func:`~llmviz.evidence.paired`,
+            :func:`~llmviz.evidence.summarize`, ... or ``Estimate.exact`` for a computed value).
+        threshold: the value the claim compares the quantity with.
+        direction: ``">"`` (quantity above threshold) or ``"<"`` (below).
+        quantity: what the estimate measures, in words ("loss(MHA) - loss(GQA)").
+        id: short identifier (glue names, anchors, the claims page); default: from ``text``.
+        chapter: the notebook it belongs to; default: detected (see :func:`claims_file`).
+        size: ``"cpu"`` or ``"full"``; default: the current ``LLMVIZ_SCALE``.
+        device: where it was measured; default: :func:`llmviz.runtime.device`.
+        fmt: number format for the effect and interval.
+        unit: unit appended to numbers (not for ratios, which read "1.8x").
+    """
+
+    text: str
+    estimate: Estimate
+    threshold: float = 0.0
+    direction: Direction = ">"
+    quantity: str = "effect"
+    id: str | None = None
+    chapter: str | None = None
+    size: str | None = None
+    device: str | None = None
+    fmt: str = ".3g"
+    unit: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str) or not self.text.strip():
+            raise ValueError(f"text must be the claim in words, got {self.text!r}")
+        decide(self.estimate, threshold=self.threshold, direction=self.direction)  # checks
+        if self.id is not None and not re.fullmatch(r"[A-Za-z0-9_]+", self.id):
+            raise ValueError(
+                f"id={self.id!r} must be letters, digits and '_' only (it becomes glue names "
+                "and an anchor), e.g. 'ch02_induction'"
+            )
+        try:
+            format(1.0, self.fmt)
+        except (ValueError, TypeError):
+            raise ValueError(
+                f"fmt={self.fmt!r} is not a float format spec; use e.g. '.3g'"
+            ) from None
+        set_ = object.__setattr__  # frozen: fill the defaults once
+        set_(self, "id", self.id or _slug(self.text))
+        set_(self, "size", self.size or run_size())
+        set_(self, "device", _device_label(self.device or _best_device())
+             if not isinstance(self.device, str) else self.device)
+
+    # ------------------------------------------------------------------ the decision
+    @property
+    def verdict(self) -> str:
+        """``"holds"``, ``"does not hold"`` or ``"not resolved at this size"``."""
+        return decide(self.estimate, threshold=self.threshold, direction=self.direction)
+
+    @property
+    def effect(self) -> str:
+        """The measured centre as text ("+0.042", "1.84x")."""
+        e = self.estimate
+        sign = "+" if e.kind == "difference" else ""
+        return f"{e.mean:{sign}{self.fmt}}" + ("x" if e.kind == "ratio" else self.unit)
+
+    @property
+    def interval(self) -> str:
+        """The interval as text ("[0.031, 0.053]"), or a note when there is none."""
+        e = self.estimate
+        if e.kind == "exact":
+            return "exact (computed, not sampled)"
+        if not e.resolved:
+            return f"none (n={e.n})"
+        u = "x" if e.kind == "ratio" else self.unit
+        return f"[{e.low:{self.fmt}}{u}, {e.high:{self.fmt}}{u}]"
+
+    @property
+    def test(self) -> str:
+        """The test in symbols: "loss(MHA) - loss(GQA) > 0"."""
+        return f"{self.quantity} {self.direction} {self.threshold:g}"
+
+    def record(self) -> dict[str, Any]:
+        """Everything the claims page shows, JSON-ready."""
+        e = self.estimate
+        finite = lambda v: v if math.isfinite(v) else None  # noqa: E731 - JSON has no nan
+        return {
+            "chapter": self.chapter or _detect_chapter(),
+            "id": self.id,
+            "text": self.text,
+            "test": self.test,
+            "verdict": self.verdict,
+            "effect": self.effect,
+            "interval": self.interval,
+            "mean": e.mean,
+            "low": finite(e.low),
+            "high": finite(e.high),
+            "level": e.level,
+            "n": e.n,
+            "size": self.size,
+            "device": self.device,
+            "torch": torch.__version__,
+        }
+
+    # ------------------------------------------------------------------ registry and glue
+    def register(self) -> Path | None:
+        """Write this claim's record to ``LLMVIZ_CLAIMS_DIR`` (if set); returns the file."""
+        rec = self.record()
+        path = claims_file(rec["chapter"])
+        if path is None:
+            return None
+        seen = _SEEN.setdefault(rec["chapter"], {})
+        seen[rec["id"]] = rec
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in seen.values()))
+        tmp.replace(path)
+        return path
+
+    def glue(self, prefix: str) -> dict[str, str]:
+        """Glue ``<prefix>_verdict``, ``_effect``, ``_interval``, ``_n`` and ``_claim``.
+
+        The prose then writes ``{glue:text}`<prefix>_verdict``` and never types a verdict.
+        Returns the glued texts (outside a kernel with myst-nb nothing else happens).
+        """
+        if not isinstance(prefix, str) or not re.fullmatch(r"[A-Za-z_]\w*", prefix):
+            raise ValueError(f"prefix must be an identifier like 'ch02_induction', got {prefix!r}")
+        parts = {
+            "verdict": self.verdict,
+            "effect": self.effect,
+            "interval": self.interval,
+            "n": str(self.estimate.n),
+            "claim": self.text,
+        }
+        for key, text in parts.items():
+            _glue(f"{prefix}_{key}", text)
+        self.register()
+        return {f"{prefix}_{k}": v for k, v in parts.items()}
+
+    # ------------------------------------------------------------------ display
+    def _rgb(self) -> str:
+        return _COLOURS.get(self.verdict, _UNRESOLVED_RGB)
+
+    def _details(self) -> str:
+        n = self.estimate.n
+        runs = "computed" if self.estimate.kind == "exact" else f"n = {n}"
+        return f"{runs} · size {self.size} · device {self.device}"
+
+    def __str__(self) -> str:
+        return (
+            f"Claim: {self.text}\n  test: {self.test}\n  measured: {self.effect}, "
+            f"{self.estimate.level:.0%} interval {self.interval}\n  verdict: {self.verdict}"
+            f"\n  ({self._details()})"
+        )
+
+    def _repr_markdown_(self) -> str:
+        self.register()
+        return (
+            f"> **Claim under test:** {self.text}  \n"
+            f"> `{self.test}`: measured {self.effect}, {self.estimate.level:.0%} interval "
+            f"{self.interval}  \n> **Verdict: {self.verdict}** ({self._details()})"
+        )
+
+    def _repr_html_(self) -> str:
+        self.register()
+        rec = self.record()
+        esc = html.escape
+        rgb = self._rgb()
+        data = esc(json.dumps(rec), quote=True)
+        return (
+            f'<div class="llmviz-claim" id="claim-{esc(self.id)}" data-llmviz-record="{data}" '
+            f'style="border:1px solid rgba({rgb},0.55);border-left:6px solid rgb({rgb});'
+            f"background:rgba({rgb},0.08);border-radius:6px;padding:0.6em 0.9em;"
+            f'margin:0.8em 0;color:inherit;line-height:1.45">'
+            f'<div style="font-size:0.8em;letter-spacing:0.04em;opacity:0.75">'
+            f"CLAIM UNDER TEST</div>"
+            f'<div style="font-weight:600">{esc(self.text)}</div>'
+            f'<div><code style="color:inherit;background:transparent">{esc(self.test)}</code>'
+            f": measured <b>{esc(self.effect)}</b>, {self.estimate.level:.0%} interval "
+            f"{esc(self.interval)}</div>"
+            f'<div>Verdict: <span style="font-weight:700;padding:0 0.4em;border-radius:4px;'
+            f'background:rgba({rgb},0.22)">{esc(self.verdict)}</span>'
+            f'<span style="opacity:0.75;font-size:0.9em"> · {esc(self._details())}</span>'
+            f"</div></div>"
+        )

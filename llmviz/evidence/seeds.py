@@ -1,0 +1,202 @@
+"""Run one experiment over several seeds, in parallel over the machine's cores where possible.
+
+``fn(seed)`` returns the measured quantities of one run: a flat dict ``{"loss": 2.31, ...}``
+or a nested one, ``{"mha": {"loss": 2.31}, "gqa": {"loss": 2.35}}``, for variants that share
+the seed (same initialisation stream, same data, same evaluation targets) so that they can be
+compared paired (:func:`llmviz.evidence.paired`).
+
+Parallelism: on Linux the seeds are spread over worker processes started with ``fork``, so a
+function defined in a notebook cell works (nothing is pickled but the seed and the result).
+Each worker runs torch on one thread: the book's CPU-size models are small and one process per
+core beats threads. It falls back to running the seeds one after another when ``fork`` is not
+available (Windows, macOS' default), when CUDA is already initialised (a forked child cannot use
+it), when ``processes=1``, or when there is a single seed. Either way the results come back in
+the order of ``seeds``, and a seed gives the same numbers in both modes as long as ``fn`` seeds
+its own generators from ``seed`` and its float results do not depend on the thread count.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import traceback
+from collections.abc import Iterable, Mapping
+from typing import Any, Callable, Iterator
+
+import torch
+
+from .stats import Estimate, summarize
+
+__all__ = ["run_seeds", "Runs"]
+
+#: The function the forked workers run (inherited through fork, never pickled).
+_WORK: Callable[[int], Any] | None = None
+
+Result = dict[str, Any]  # name -> float, or variant -> {name -> float}
+
+
+def _flatten(result: Any, seed: int, path: tuple[str, ...] = ()) -> Result:
+    """Check one run's result and turn every leaf into a Python float."""
+    where = "fn(" + str(seed) + ")" + "".join(f"[{k!r}]" for k in path)
+    if not isinstance(result, Mapping):
+        raise TypeError(
+            f"{where} must return a dict of name -> number (or variant -> dict), got "
+            f"{type(result).__name__}"
+        )
+    out: Result = {}
+    for key, value in result.items():
+        if not isinstance(key, str):
+            raise TypeError(f"{where} has a key {key!r} of type {type(key).__name__}; use str")
+        if isinstance(value, Mapping):
+            out[key] = _flatten(value, seed, path + (key,))
+        elif isinstance(value, torch.Tensor) and value.numel() == 1:
+            out[key] = float(value.item())
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[key] = float(value)
+        else:
+            raise TypeError(
+                f"{where}[{key!r}] must be a number (or a one-element tensor), got "
+                f"{type(value).__name__}; return .item() of a tensor"
+            )
+    return out
+
+
+def _worker_init() -> None:
+    torch.set_num_threads(1)
+
+
+def _call(seed: int) -> tuple[str, Any]:
+    try:
+        assert _WORK is not None, "run_seeds set no work before forking"
+        return "ok", _flatten(_WORK(seed), seed)
+    except BaseException:  # sent back: the parent raises it with the seed named
+        return "error", traceback.format_exc()
+
+
+def _can_fork() -> bool:
+    if "fork" not in mp.get_all_start_methods():
+        return False
+    return not (torch.cuda.is_available() and torch.cuda.is_initialized())
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+class Runs:
+    """The results of :func:`run_seeds`: seed -> result, read-only, in the order of the seeds.
+
+    ``runs.values("gqa", "loss")`` is one float per seed, ``runs.summary("gqa", "loss")`` its
+    :class:`~llmviz.evidence.Estimate`.
+    """
+
+    def __init__(self, results: dict[int, Result], *, parallel: bool) -> None:
+        self._results = results
+        self.parallel = parallel  #: whether the seeds ran in worker processes
+
+    def __getitem__(self, seed: int) -> Result:
+        return self._results[seed]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._results)
+
+    def __len__(self) -> int:
+        return len(self._results)
+
+    @property
+    def seeds(self) -> list[int]:
+        return list(self._results)
+
+    def items(self) -> Iterator[tuple[int, Result]]:
+        return iter(self._results.items())
+
+    def values(self, *keys: str) -> list[float]:
+        """One float per seed at ``keys`` (``values("loss")``, ``values("gqa", "loss")``)."""
+        if not keys:
+            raise ValueError("values() needs the key path of a quantity, e.g. values('loss')")
+        out = []
+        for seed, result in self._results.items():
+            node: Any = result
+            for depth, key in enumerate(keys):
+                if not isinstance(node, dict) or key not in node:
+                    have = sorted(node) if isinstance(node, dict) else type(node).__name__
+                    raise KeyError(
+                        f"seed {seed} has no {keys[: depth + 1]!r}; keys there: {have}"
+                    )
+                node = node[key]
+            if not isinstance(node, float):
+                raise TypeError(f"{keys!r} is a group of quantities, not one; add a key")
+            out.append(node)
+        return out
+
+    def summary(self, *keys: str, level: float = 0.95) -> Estimate:
+        """Mean over seeds of the quantity at ``keys`` with its t interval."""
+        return summarize(self.values(*keys), level=level)
+
+    def __repr__(self) -> str:
+        mode = "parallel" if self.parallel else "serial"
+        return f"Runs({len(self)} seeds {self.seeds}, {mode})"
+
+
+def run_seeds(
+    fn: Callable[[int], Mapping[str, Any]],
+    seeds: Iterable[int],
+    *,
+    processes: int | None = None,
+) -> Runs:
+    """Call ``fn(seed)`` for every seed, in parallel where possible; results in seed order.
+
+    Args:
+        fn: one run of the experiment; returns ``{name: number}`` or
+            ``{variant: {name: number}}`` (numbers may be one-element tensors).
+        seeds: distinct ints, e.g. ``range(3)``.
+        processes: worker processes; ``None`` uses one per available core (at most one per
+            seed); ``1`` runs serially in this process.
+
+    Returns a :class:`Runs` mapping seed -> result (every number a float).
+
+    Raises:
+        TypeError: ``fn`` not callable, a seed not an int, or a result not a dict of numbers.
+        ValueError: no seeds, repeated seeds, or ``processes`` < 1.
+        RuntimeError: ``fn`` raised for a seed (the message names it and holds its traceback).
+    """
+    global _WORK
+    if not callable(fn):
+        raise TypeError(f"fn must be callable as fn(seed), got {type(fn).__name__}")
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Iterable):
+        raise TypeError(f"seeds must be a sequence of ints, e.g. range(3), got {seeds!r}")
+    seeds = list(seeds)
+    if not seeds:
+        raise ValueError("seeds is empty; pass e.g. seeds=range(3) (at least 3 for an interval)")
+    for s in seeds:
+        if isinstance(s, bool) or not isinstance(s, int):
+            raise TypeError(f"every seed must be an int, got {s!r} ({type(s).__name__})")
+    if len(set(seeds)) != len(seeds):
+        dup = next(s for s in seeds if seeds.count(s) > 1)
+        raise ValueError(f"seeds must be distinct; seed {dup} appears twice in {seeds}")
+    if processes is not None and (
+        isinstance(processes, bool) or not isinstance(processes, int) or processes < 1
+    ):
+        raise ValueError(f"processes must be a positive int or None (one per core), got "
+                         f"{processes!r}")
+    n_proc = min(len(seeds), processes or _cores())
+    parallel = n_proc > 1 and _can_fork()
+    if not parallel:
+        return Runs({s: _flatten(fn(s), s) for s in seeds}, parallel=False)
+    _WORK = fn
+    try:
+        with mp.get_context("fork").Pool(n_proc, initializer=_worker_init) as pool:
+            answers = pool.map(_call, seeds, chunksize=1)  # in the order of seeds
+            pool.close()
+            pool.join()
+    finally:
+        _WORK = None
+    results: dict[int, Result] = {}
+    for seed, (status, value) in zip(seeds, answers):
+        if status == "error":
+            raise RuntimeError(f"fn({seed}) failed in a worker process:\n{value}")
+        results[seed] = value
+    return Runs(results, parallel=True)

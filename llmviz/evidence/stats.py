@@ -1,0 +1,299 @@
+"""Means with their 95% intervals: over seeds, paired between variants, and as ratios.
+
+Every measured number the book states comes with an interval, and a verdict is read off the
+interval (see :mod:`llmviz.evidence.claims`). The intervals here are:
+
+* :func:`summarize`: the mean of n independent runs (one per seed) with the Student t interval
+  ``mean ± t(n-1) · s / sqrt(n)``.
+* :func:`paired`: the mean of the per-seed differences ``a_i - b_i`` of two variants run on
+  the same seeds and the same evaluation targets. Whatever a seed does to both variants
+  (initialisation luck, data order) cancels in the difference, so the interval is tighter
+  than the one of two independent means whenever the variants are correlated.
+* :func:`paired_ratio`: the geometric mean of ``a_i / b_i`` (the mean of the log-ratios,
+  exponentiated), with the t interval of the log-ratios exponentiated. Right for quantities
+  that compare by ratio: perplexities, timings.
+* :func:`paired_bootstrap`: the mean difference of two variants' per-target losses (same
+  targets, shape (N,)) with a percentile bootstrap interval that resamples targets.
+
+The t quantiles come from the exact Student t distribution for integer degrees of freedom
+(Abramowitz and Stegun 26.7.3-4), so nothing here needs scipy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Literal, Sequence
+
+import torch
+
+__all__ = [
+    "Estimate",
+    "t_quantile",
+    "summarize",
+    "paired",
+    "paired_ratio",
+    "paired_bootstrap",
+]
+
+Kind = Literal["mean", "difference", "ratio", "exact"]
+
+
+def _t_two_sided_mass(t: float, df: int) -> float:
+    """P(|T| < t) for Student's t with integer ``df`` (A&S 26.7.3 and 26.7.4), t >= 0."""
+    theta = math.atan(t / math.sqrt(df))
+    s, c2 = math.sin(theta), math.cos(theta) ** 2
+    if df % 2 == 1:
+        # (2/pi) [theta + sin cos (1 + 2/3 cos^2 + 2*4/(3*5) cos^4 + ...)], df - 2 terms deep
+        total, term = 0.0, 1.0
+        for k in range(1, (df - 1) // 2 + 1):
+            total += term
+            term *= c2 * (2 * k) / (2 * k + 1)
+        return 2.0 / math.pi * (theta + s * math.cos(theta) * total) if df > 1 else (
+            2.0 * theta / math.pi
+        )
+    # sin (1 + 1/2 cos^2 + 1*3/(2*4) cos^4 + ...), df/2 terms
+    total, term = 0.0, 1.0
+    for k in range(1, df // 2 + 1):
+        total += term
+        term *= c2 * (2 * k - 1) / (2 * k)
+    return s * total
+
+
+def t_quantile(p: float, df: int) -> float:
+    """The ``p`` quantile of Student's t distribution with ``df`` degrees of freedom.
+
+    Exact up to ~1e-10 for integer ``df`` (the closed-form CDF, inverted by bisection).
+    ``t_quantile(0.975, 2)`` is 4.303: the multiplier of a 95% interval from 3 seeds.
+
+    Raises:
+        ValueError: ``p`` outside (0, 1), or ``df`` not a positive int.
+    """
+    if isinstance(df, bool) or not isinstance(df, int) or df < 1:
+        raise ValueError(f"df must be a positive int (number of values - 1), got {df!r}")
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must lie strictly between 0 and 1, got {p!r}")
+    if p == 0.5:
+        return 0.0
+    upper = p > 0.5
+    mass = 2.0 * (p - 0.5) if upper else 2.0 * (0.5 - p)  # P(|T| < q)
+    lo, hi = 0.0, 1.0
+    while _t_two_sided_mass(hi, df) < mass:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if _t_two_sided_mass(mid, df) < mass:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-12 * max(1.0, hi):
+            break
+    q = 0.5 * (lo + hi)
+    return q if upper else -q
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A measured quantity: its centre, spread, the number of runs, and an interval.
+
+    Attributes:
+        mean: the centre. For ``kind="ratio"`` the geometric mean of the ratios.
+        std: sample standard deviation of the values the interval comes from (for a ratio:
+            of the log-ratios). 0 for an exact value, nan for a single run.
+        n: number of runs (seeds, repeats, or bootstrap targets) behind the estimate.
+        low, high: the interval at ``level``; nan when it cannot be computed (n < 2).
+        level: coverage of the interval, 0.95 unless asked otherwise.
+        kind: ``"mean"``, ``"difference"`` (a - b), ``"ratio"`` (a / b) or ``"exact"``
+            (a computed, not sampled, value: the interval is the value itself).
+    """
+
+    mean: float
+    std: float
+    n: int
+    low: float
+    high: float
+    level: float = 0.95
+    kind: Kind = "mean"
+
+    @classmethod
+    def exact(cls, value: float) -> "Estimate":
+        """A value that is computed, not measured (a byte count, a FLOP ratio): no spread."""
+        v = _as_float(value, "value")
+        return cls(mean=v, std=0.0, n=1, low=v, high=v, kind="exact")
+
+    @property
+    def resolved(self) -> bool:
+        """False when the interval is undefined (fewer than two runs)."""
+        return not (math.isnan(self.low) or math.isnan(self.high))
+
+    def format(self, fmt: str = ".3g", *, unit: str = "") -> str:
+        """``"0.123 [0.101, 0.145] (95%, n=5)"``; a ratio reads ``"1.84x [1.62x, 2.09x]"``."""
+        suffix = "x" if self.kind == "ratio" else unit
+        sign = "+" if self.kind == "difference" else ""
+        centre = f"{self.mean:{sign}{fmt}}{suffix}"
+        if self.kind == "exact":
+            return f"{centre} (computed)"
+        if not self.resolved:
+            return f"{centre} (n={self.n}: no interval)"
+        return (
+            f"{centre} [{self.low:{fmt}}{suffix}, {self.high:{fmt}}{suffix}] "
+            f"({self.level:.0%}, n={self.n})"
+        )
+
+    def __str__(self) -> str:
+        return self.format()
+
+
+def _as_float(x: Any, name: str) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) and not (
+        isinstance(x, torch.Tensor) and x.numel() == 1
+    ):
+        raise TypeError(f"{name} must be a number, got {type(x).__name__} ({x!r:.60})")
+    v = float(x)
+    if math.isnan(v) or math.isinf(v):
+        raise ValueError(f"{name} must be finite, got {v}; check the run that produced it")
+    return v
+
+
+def _values(values: Any, name: str) -> list[float]:
+    if isinstance(values, torch.Tensor):
+        if values.ndim != 1:
+            raise ValueError(
+                f"{name} must be 1-D (one value per run), got shape {tuple(values.shape)}"
+            )
+        values = values.tolist()
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise TypeError(
+            f"{name} must be a sequence of numbers (one per run), got {type(values).__name__}"
+        )
+    out = [_as_float(v, f"{name}[{i}]") for i, v in enumerate(values)]
+    if not out:
+        raise ValueError(f"{name} is empty; pass one value per run (seed)")
+    return out
+
+
+def _check_level(level: float) -> None:
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must lie strictly between 0 and 1 (e.g. 0.95), got {level!r}")
+
+
+def _t_estimate(values: Sequence[float], *, level: float, kind: Kind) -> Estimate:
+    n = len(values)
+    mean = math.fsum(values) / n
+    if n < 2:
+        nan = float("nan")
+        return Estimate(mean=mean, std=nan, n=n, low=nan, high=nan, level=level, kind=kind)
+    std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+    half = t_quantile(0.5 + level / 2.0, n - 1) * std / math.sqrt(n)
+    return Estimate(
+        mean=mean, std=std, n=n, low=mean - half, high=mean + half, level=level, kind=kind
+    )
+
+
+def summarize(values: Any, *, level: float = 0.95) -> Estimate:
+    """Mean of independent runs with its Student t interval.
+
+    Args:
+        values: one number per run, shape (n,): a list, tuple or 1-D tensor.
+        level: interval coverage.
+
+    A single value gives an :class:`Estimate` without an interval (a verdict on it is
+    "not resolved").
+    """
+    _check_level(level)
+    return _t_estimate(_values(values, "values"), level=level, kind="mean")
+
+
+def _pair(a: Any, b: Any) -> tuple[list[float], list[float]]:
+    a, b = _values(a, "a"), _values(b, "b")
+    if len(a) != len(b):
+        raise ValueError(
+            f"paired values need one a and one b per seed; got {len(a)} a and {len(b)} b "
+            "(run both variants on the same seeds)"
+        )
+    return a, b
+
+
+def paired(a: Any, b: Any, *, level: float = 0.95) -> Estimate:
+    """Mean of the per-seed differences ``a_i - b_i`` with its t interval (``kind="difference"``).
+
+    Args:
+        a, b: shape (n,) each, entry i from seed i of variant a and of variant b.
+        level: interval coverage.
+    """
+    _check_level(level)
+    a, b = _pair(a, b)
+    return _t_estimate([x - y for x, y in zip(a, b)], level=level, kind="difference")
+
+
+def paired_ratio(a: Any, b: Any, *, level: float = 0.95) -> Estimate:
+    """Geometric mean of the per-seed ratios ``a_i / b_i`` with its interval (``kind="ratio"``).
+
+    The t interval is taken on ``log(a_i / b_i)`` and exponentiated, so it is not symmetric
+    around the centre. Both sides must be positive (perplexities, times).
+    """
+    _check_level(level)
+    a, b = _pair(a, b)
+    for name, side in (("a", a), ("b", b)):
+        bad = [v for v in side if v <= 0]
+        if bad:
+            raise ValueError(
+                f"paired_ratio needs positive values; {name} holds {bad[0]}: compare a "
+                "difference with paired() instead"
+            )
+    logs = _t_estimate([math.log(x / y) for x, y in zip(a, b)], level=level, kind="ratio")
+    return Estimate(
+        mean=math.exp(logs.mean), std=logs.std, n=logs.n, low=math.exp(logs.low),
+        high=math.exp(logs.high), level=level, kind="ratio",
+    )
+
+
+def paired_bootstrap(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    *,
+    n_boot: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> Estimate:
+    """Mean per-target difference ``a - b`` with a percentile bootstrap interval over targets.
+
+    For two variants evaluated on the same targets (e.g. the per-token losses of one fixed
+    evaluation set): the targets are resampled with replacement, the same resample for both
+    variants, ``n_boot`` times.
+
+    Args:
+        a, b: per-target values, shape (N,) each (or any shape; flattened), same targets.
+        n_boot: bootstrap resamples.
+        level: interval coverage.
+        seed: seed of the resampling generator (a private CPU generator).
+    """
+    _check_level(level)
+    for name, x in (("a", a), ("b", b)):
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor of per-target values, got "
+                            f"{type(x).__name__}")
+    if a.shape != b.shape:
+        raise ValueError(
+            f"a and b must hold the same targets; got shapes {tuple(a.shape)} and "
+            f"{tuple(b.shape)}"
+        )
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 100:
+        raise ValueError(f"n_boot must be an int >= 100, got {n_boot!r}")
+    diff = (a.detach().double() - b.detach().double()).flatten().cpu()  # (N,)
+    n = diff.numel()
+    if n < 2:
+        raise ValueError(f"paired_bootstrap needs at least 2 targets, got {n}")
+    gen = torch.Generator().manual_seed(seed)
+    means = torch.empty(n_boot, dtype=torch.float64)
+    chunk = max(1, 2_000_000 // n)  # resamples per step: bounds memory at ~16 MB of indices
+    for start in range(0, n_boot, chunk):
+        k = min(chunk, n_boot - start)
+        idx = torch.randint(n, (k, n), generator=gen)  # (k, N)
+        means[start:start + k] = diff[idx].mean(dim=1)
+    alpha = (1.0 - level) / 2.0
+    low, high = torch.quantile(means, torch.tensor([alpha, 1.0 - alpha], dtype=torch.float64))
+    return Estimate(
+        mean=float(diff.mean()), std=float(diff.std()), n=n, low=float(low), high=float(high),
+        level=level, kind="difference",
+    )
