@@ -1,0 +1,110 @@
+"""llmviz.training.bench: interleaved timing, the ratio's interval, the speed verdict.
+
+Timed tests use sleeps of a few milliseconds and wide tolerances, so a loaded machine cannot
+flip them: a sleep takes at least its duration, and the ratio of 4 ms to 2 ms sleeps stays
+near 2 whatever the overhead per call.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from llmviz.evidence import FAILS, HOLDS, UNRESOLVED, Estimate, paired_ratio
+from llmviz.training.bench import Comparison, Timing, compare, measure, speed_claim
+
+FAST = dict(repeats=5, warmup=1, min_run_time=0.02)
+
+
+def _sleep(seconds: float):
+    return lambda: time.sleep(seconds)
+
+
+def test_timing_statistics():
+    t = Timing("f", (3.0, 1.0, 2.0, 5.0, 4.0))
+    assert t.median == 3.0
+    assert (t.min, t.max) == (1.0, 5.0)
+    q1, q3 = t.iqr
+    assert q1 == 2.0 and q3 == 4.0
+    assert "f: 3 s per call (IQR 2 s to 4 s, 5 rounds)" == str(t)
+
+
+def test_ratio_of_a_function_against_itself_contains_one():
+    f = _sleep(0.002)
+    c = compare("self", f, f, **FAST)
+    r = c.ratio
+    assert isinstance(r, Estimate) and r.kind == "ratio" and r.n == 5
+    # Checked on the 99.9% interval: a 95% one misses 1 in one run out of twenty by design.
+    wide = paired_ratio(c.ours.times_s, c.peer.times_s, level=0.999)
+    assert wide.low <= 1.0 <= wide.high, str(c)
+    assert 0.7 < r.mean < 1.4, str(c)
+
+
+def test_twice_as_slow_is_not_faster():
+    c = compare("sleep", _sleep(0.004), _sleep(0.002), ours_name="slow", peer_name="fast",
+                **FAST)
+    assert 1.4 < c.ratio.mean < 2.6, str(c)
+    claim = speed_claim(c)
+    assert claim.verdict == FAILS
+    assert claim.text == "slow is faster than fast (sleep)"
+    # ... and read the other way round the claim holds
+    back = compare("sleep", _sleep(0.002), _sleep(0.004), **FAST)
+    assert speed_claim(back).verdict == HOLDS
+    assert "ratio ours/peer" in str(back) and str(back.threads) in str(back)
+
+
+def test_speed_claim_threshold_and_single_round():
+    t = Timing("a", (1.0, 1.1, 0.9))
+    u = Timing("b", (2.0, 2.0, 2.0))
+    c = Comparison("x", t, u, device="cpu", threads=1)
+    assert speed_claim(c).verdict == HOLDS  # about 0.5x
+    assert speed_claim(c, threshold=0.2).verdict == FAILS  # not 5x faster
+    one = Comparison("x", Timing("a", (1.0,)), Timing("b", (2.0,)), "cpu", 1)
+    assert speed_claim(one).verdict == UNRESOLVED  # no interval from one round
+
+
+def test_measure_and_thread_count_restored():
+    before = torch.get_num_threads()
+    t = measure(_sleep(0.001), name="nap", threads=1, **FAST)
+    assert torch.get_num_threads() == before
+    assert len(t.times_s) == 5 and t.min >= 0.0009
+    c = compare("n", _sleep(0.001), _sleep(0.001), threads=1, **FAST)
+    assert c.threads == 1 and torch.get_num_threads() == before
+
+
+def test_backward_can_be_timed_outside_inference_mode():
+    w = torch.randn(8, 8, requires_grad=True)
+    step = lambda: (w @ w).sum().backward()  # noqa: E731
+    with pytest.raises(RuntimeError):
+        measure(step, repeats=1, warmup=1, min_run_time=0.01)
+    t = measure(step, repeats=1, warmup=1, min_run_time=0.01, inference=False)
+    assert t.median > 0
+
+
+@pytest.mark.parametrize(
+    "kwargs, exc, match",
+    [
+        (dict(repeats=0), ValueError, r"repeats must be a positive int, got 0"),
+        (dict(repeats=2.5), TypeError, r"repeats must be an int, got float 2.5"),
+        (dict(warmup=-1), ValueError, r"warmup must be a non-negative int, got -1"),
+        (dict(min_run_time=0), ValueError, r"min_run_time must be positive, got 0"),
+        (dict(threads=0), ValueError, r"threads must be a positive int, got 0"),
+    ],
+)
+def test_bad_options(kwargs, exc, match):
+    f = _sleep(0)
+    with pytest.raises(exc, match=match):
+        compare("x", f, f, **kwargs)
+
+
+def test_not_callable():
+    with pytest.raises(TypeError, match=r"peer must be callable with no arguments, got int 3; "
+                                         r"wrap the call, e.g. peer=lambda: f\(x\)"):
+        compare("x", _sleep(0), 3)
+    with pytest.raises(TypeError, match=r"fn must be callable"):
+        measure(None)
+    with pytest.raises(TypeError, match=r"comparison must be a Comparison from compare\(\), "
+                                         r"got Timing"):
+        speed_claim(Timing("a", (1.0,)))
