@@ -28,9 +28,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import llmviz.explore as explore_pkg  # noqa: E402
-from benchmarks._harness import header  # noqa: E402
 from llmviz.explore import Explorer  # noqa: E402
 from llmviz.explore._core import _unflatten  # noqa: E402
+from llmviz.training.bench import header  # noqa: E402
 
 TARGET_S = 0.100
 
