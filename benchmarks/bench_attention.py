@@ -23,9 +23,9 @@ import torch.nn.functional as F
 from transformers.models.llama.modeling_llama import eager_attention_forward
 
 from benchmarks._harness import compare, header
-from llmviz._utils import device as best_device
+from llmviz.runtime import device as best_device
 from llmviz.attention import scaled_dot_product_attention
-from llmviz.masks import causal_mask
+from llmviz.attention.masks import causal_mask
 
 
 class _EagerModule(torch.nn.Module):

@@ -16,7 +16,7 @@ import torch
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _harness import compare, header  # noqa: E402
 
-from llmviz.norms import LayerNorm, RMSNorm  # noqa: E402
+from llmviz.norm import LayerNorm, RMSNorm  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> list:

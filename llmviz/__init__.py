@@ -1,12 +1,22 @@
 """llmviz: the anatomy of a large language model, implemented, checked and drawn.
 
+Where things live (one home per concept, laid out like the book):
+
+* :mod:`llmviz.attention`: functional attention, masks, KV cache, the module, tiling, cost,
+  per-head metrics.
+* :mod:`llmviz.position`: sinusoidal, learned, relative (Shaw, Transformer-XL, T5), RoPE and
+  its scalings, ALiBi, and their properties.
+* :mod:`llmviz.norm`: LayerNorm/RMSNorm (model norms) and Batch/Group/Instance (sequence norms).
+* :mod:`llmviz.ffn`: activations, the MLP and the GLU family.
+* :mod:`llmviz.model`: config, block, decoder LM, generation and sampling, presets, zoo.
+* :mod:`llmviz.analysis`: parameters, FLOPs and KV-cache bytes without running a model.
+* :mod:`llmviz.training`: data, synthetic tasks, the training loop.
+* :mod:`llmviz.runtime`: device, size setting, thread policy, notebook set-up.
+* :mod:`llmviz.plots`, :mod:`llmviz.explore`: drawing only (imported on first use).
+* :mod:`llmviz.hf`: the Hugging Face bridge (imported on first use; needs ``transformers``).
+
 Shape letters used throughout: B batch, T query length, S key length, H heads, G kv heads,
 D head dim, C model dim. Boolean masks mean True = may attend.
-
-The most used names are re-exported here (``lv.MultiHeadAttention``, ``lv.apply_rope``,
-``lv.DecoderLM``...); everything else lives in its module (``llmviz.masks``,
-``llmviz.position.rope``...). ``llmviz.plots``, ``llmviz.explore`` and ``llmviz.hf`` are
-imported on first use: the maths needs only torch.
 """
 
 from __future__ import annotations
@@ -15,34 +25,41 @@ import importlib
 
 __version__ = "0.1.0"
 
-from . import (
-    analysis,
-    attention,
-    config,
-    data,
-    ffn,
-    kv_cache,
-    masks,
-    models,
-    norms,
-    position,
-    presets,
-    sampling,
-    train,
-    zoo,
+#: The oldest torch this package runs on: ``F.scaled_dot_product_attention(enable_gqa=...)``
+#: arrived in torch 2.5.
+MIN_TORCH = (2, 5)
+
+
+def _check_torch() -> None:
+    import torch
+
+    have = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+    if have < MIN_TORCH:
+        need = ".".join(map(str, MIN_TORCH))
+        raise ImportError(
+            f"llmviz needs torch >= {need}, found {torch.__version__}; "
+            f"upgrade it (CPU: pip install 'torch>={need}')"
+        )
+
+
+_check_torch()
+
+from . import analysis, attention, ffn, model, norm, position, runtime, training  # noqa: E402
+from .analysis import count_parameters, flops_per_token, kv_cache_bytes  # noqa: E402
+from .attention import (  # noqa: E402
+    KVCache,
+    MultiHeadAttention,
+    causal_mask,
+    head_metrics,
+    padding_mask,
+    repeat_kv,
+    scaled_dot_product_attention,
+    sliding_window_mask,
 )
-from ._utils import device, pick, scale, show_source
-from .analysis import count_parameters, flops_per_token, head_metrics, kv_cache_bytes
-from .attention import MultiHeadAttention, repeat_kv, scaled_dot_product_attention
-from .config import ModelConfig
-from .data import ByteTokenizer, load_corpus
-from .ffn import MLP, GatedMLP, glu_hidden_size
-from .kv_cache import KVCache
-from .masks import causal_mask, padding_mask, sliding_window_mask
-from .models import DecoderLM, LMOutput, generate
-from .norms import LayerNorm, RMSNorm, layer_norm, rms_norm
-from .notebook import setup_notebook
-from .position import (
+from .ffn import MLP, GatedMLP, glu_hidden_size  # noqa: E402
+from .model import DecoderLM, LMOutput, ModelConfig, generate, sample  # noqa: E402
+from .norm import LayerNorm, RMSNorm, layer_norm, rms_norm  # noqa: E402
+from .position import (  # noqa: E402
     RopeScaling,
     RotaryEmbedding,
     alibi_bias,
@@ -50,18 +67,18 @@ from .position import (
     apply_rope,
     sinusoidal_encoding,
 )
-from .sampling import sample
-from .train import TrainConfig, train as train_model
+from .runtime import device, pick, run_size, setup_notebook, show_source, threads  # noqa: E402
+from .training import ByteTokenizer, TrainConfig, load_corpus, train  # noqa: E402
 
 _LAZY = ("plots", "explore", "hf")
 
 __all__ = [
     "__version__",
-    # utilities
-    "device", "scale", "pick", "show_source", "setup_notebook",
+    # runtime
+    "device", "run_size", "pick", "threads", "show_source", "setup_notebook",
     # attention
     "scaled_dot_product_attention", "repeat_kv", "MultiHeadAttention", "KVCache",
-    "causal_mask", "padding_mask", "sliding_window_mask",
+    "causal_mask", "padding_mask", "sliding_window_mask", "head_metrics",
     # position
     "sinusoidal_encoding", "apply_rope", "RotaryEmbedding", "RopeScaling",
     "alibi_slopes", "alibi_bias",
@@ -70,11 +87,10 @@ __all__ = [
     # models
     "ModelConfig", "DecoderLM", "LMOutput", "generate", "sample",
     # analysis, data, training
-    "count_parameters", "flops_per_token", "kv_cache_bytes", "head_metrics",
-    "ByteTokenizer", "load_corpus", "TrainConfig", "train_model",
-    # modules
-    "analysis", "attention", "config", "data", "ffn", "kv_cache", "masks", "models", "norms",
-    "position", "presets", "sampling", "train", "zoo", *_LAZY,
+    "count_parameters", "flops_per_token", "kv_cache_bytes",
+    "ByteTokenizer", "load_corpus", "TrainConfig", "train",
+    # subpackages
+    "analysis", "attention", "ffn", "model", "norm", "position", "runtime", "training", *_LAZY,
 ]
 
 

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._utils import check_choice, check_positive, check_tensor
+from ._checks import check_choice, check_positive, check_tensor
 
 __all__ = [
     "relu",

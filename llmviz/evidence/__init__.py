@@ -10,7 +10,14 @@
 
 from .claims import CHAPTER_ENV, CLAIMS_DIR_ENV, Claim, claims_file, glue_number
 from .seeds import Runs, run_seeds
-from .stats import Estimate, paired, paired_bootstrap, paired_ratio, summarize, t_quantile
+from .stats import (
+    Estimate,
+    paired,
+    paired_bootstrap,
+    paired_ratio,
+    summarize,
+    t_quantile,
+)
 from .verdict import FAILS, HOLDS, UNRESOLVED, VERDICTS, decide
 
 __all__ = [

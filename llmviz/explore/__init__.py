@@ -7,7 +7,12 @@ import inspect
 import pkgutil
 from typing import Callable
 
-from ._core import Control, Explorer, Frame, face
+from ._core import (
+    Control,
+    Explorer,
+    Frame,
+    face,
+)
 
 __all__ = ["Control", "Explorer", "Frame", "face", "factories"]
 

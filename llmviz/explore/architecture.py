@@ -18,10 +18,10 @@ from typing import Sequence
 import plotly.graph_objects as go
 import torch
 
-from ..analysis import count_parameters, flops_per_token, kv_cache_bytes_for
-from ..config import ModelConfig
+from ..analysis.parameters import count_parameters, flops_per_token, kv_cache_bytes_for
+from ..model.config import ModelConfig
+from ..model.sampling import filtered_probs
 from ..plots._style import PALETTE
-from ..sampling import filtered_probs
 from ._core import Control, Explorer, Frame
 
 __all__ = [
@@ -160,7 +160,7 @@ _ZOO_COLUMNS = ("norm", "placement", "position", "activation", "attention")
 
 def zoo_frame(column: str = "norm", year: int = 2023) -> Frame:
     """Bars: models in the zoo using each value of ``column``, up to ``year`` and in ``year``."""
-    from ..zoo import zoo_table
+    from ..model.zoo import zoo_table
 
     df = zoo_table()
     values = df[column].astype(str).str.split(",").str[0]  # "GQA + sliding window" -> kind
@@ -178,7 +178,7 @@ def zoo_frame(column: str = "norm", year: int = 2023) -> Frame:
 
 def zoo_explorer() -> Explorer:
     """Sliders: which column of the corrected model table, and which year."""
-    from ..zoo import ZOO
+    from ..model.zoo import ZOO
 
     years = tuple(sorted({e.year for e in ZOO}))
     return Explorer(

@@ -22,8 +22,8 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 
-from ..attention import MultiHeadAttention, attention_weights
-from ..attention_metrics import head_metrics
+from ..attention.metrics import head_metrics
+from ..attention.module import MultiHeadAttention, attention_weights
 from ..plots._style import PALETTE, PLOTLY_SEQUENTIAL
 from ._core import Control, Explorer, Frame
 
@@ -198,7 +198,7 @@ _CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768)
 def kv_cache_frame(n_kv_heads: int = 32, context: int = 4096, batch: int = 1) -> Frame:
     """One frame (pure): fp16 KV cache of a Llama-2-7B shape (32 layers, 32 query heads,
     head_dim 128) with ``n_kv_heads`` kv heads, against context length."""
-    from ..analysis import kv_cache_bytes
+    from ..analysis.parameters import kv_cache_bytes
 
     gib = 2.0 ** 30
     xs = list(_CONTEXTS)
@@ -246,7 +246,7 @@ def tiling_frame(block: int = 16, causal: bool = True) -> Frame:
     (the diagonal tiles), 2 = computed in full. Numbers come from
     :func:`llmviz.attention_tiled.tiled_attention` run on a small input.
     """
-    from ..attention_tiled import tiled_attention
+    from ..attention.tiled import tiled_attention
 
     n = math.ceil(_T_TILE / block)
     status = np.full((n, n), 2.0)

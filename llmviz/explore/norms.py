@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 import torch
 
 from ..ffn import gelu, relu, swish
-from ..norms import batch_norm, layer_norm, rms_norm
+from ..norm import batch_norm, layer_norm, rms_norm
 from ..plots._style import PALETTE
 from ._core import Control, Explorer, Frame
 
@@ -188,8 +188,8 @@ _PLACEMENT_COLORS = {"post": PALETTE[3], "pre": PALETTE[0], "sandwich": PALETTE[
 def placement_frame(placement: str = "pre", n_layers: int = 12) -> Frame:
     """One explorer frame (pure): a freshly initialised model's per-layer gradient norm and
     residual-stream RMS for one norm placement and depth."""
-    from ..config import ModelConfig
-    from ..models import DecoderLM
+    from ..model.config import ModelConfig
+    from ..model.lm import DecoderLM
 
     with torch.random.fork_rng():  # seed a copy of the RNG: the caller's state is untouched
         torch.manual_seed(0)

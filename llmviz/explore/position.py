@@ -25,7 +25,12 @@ import torch
 from ..plots._style import PALETTE
 from ..position.alibi import alibi_bias, alibi_slopes
 from ..position.relative import t5_relative_bucket
-from ..position.rope import RopeScaling, apply_rotary, rope_cos_sin, rope_frequencies
+from ..position.rope import (
+    RopeScaling,
+    apply_rotary,
+    rope_cos_sin,
+    rope_frequencies,
+)
 from ..position.sinusoidal import sinusoidal_encoding, sinusoidal_wavelengths
 from ._core import Control, Explorer, Frame
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import pathlib
 from typing import Any
 
-
 import matplotlib.pyplot as plt
 import torch
 
@@ -50,7 +49,7 @@ def provenance(device: torch.device | str | None = None, **size: Any) -> str:
     'cpu · torch 2.13.0 · d_model=64, steps=400'
     """
     if device is None:
-        from .._utils import device as _device
+        from ..runtime import device as _device
 
         device = _device()
     dev = torch.device(device)

@@ -1,7 +1,7 @@
 """Figures for the architecture chapters (13-15): where the parameters are, what the KV cache
 costs, the shapes of real models, and which design choices spread when.
 
-Axes-level functions take ``ax=None`` and return the ``Axes``; :func:`adoption_grid` returns a
+Axes-level functions take ``ax=None`` and return the ``Axes``; :func:`plot_adoption_grid` returns a
 ``Figure``. Compute lives in :mod:`llmviz.analysis` and :mod:`llmviz.zoo`; these only draw.
 """
 
@@ -13,8 +13,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import FuncFormatter
 
-from ..analysis import count_parameters, kv_cache_bytes_for
-from ..config import ModelConfig
+from ..analysis.parameters import count_parameters, kv_cache_bytes_for
+from ..model.config import ModelConfig
 from ._style import PALETTE, get_ax
 
 __all__ = [
@@ -22,7 +22,7 @@ __all__ = [
     "plot_kv_cache",
     "plot_aspect_ratios",
     "plot_adoption",
-    "adoption_grid",
+    "plot_adoption_grid",
     "plot_wide_vs_deep",
 ]
 
@@ -99,7 +99,7 @@ def plot_aspect_ratios(df=None, *, ax=None, annotate: bool = True):
     """Real models' depth (layers) against width (d_model), log axes, with lines of constant
     aspect ratio d_model / n_layers; marker area grows with parameter count."""
     if df is None:
-        from ..zoo import zoo_table
+        from ..model.zoo import zoo_table
 
         df = zoo_table()
     df = df.dropna(subset=["n_layers", "d_model"])
@@ -127,7 +127,7 @@ def plot_adoption(df=None, *, column: str = "norm", ax=None, top: int = 4):
     """Stacked bars of how many models per year used each value of ``column`` (e.g. ``norm``,
     ``position``, ``activation``, ``placement``); rarer values are pooled as "other"."""
     if df is None:
-        from ..zoo import zoo_table
+        from ..model.zoo import zoo_table
 
         df = zoo_table()
     if column not in df.columns:
@@ -151,7 +151,7 @@ def plot_adoption(df=None, *, column: str = "norm", ax=None, top: int = 4):
     return ax
 
 
-def adoption_grid(df=None, *, columns: Sequence[str] = ("norm", "placement", "position", "activation")):
+def plot_adoption_grid(df=None, *, columns: Sequence[str] = ("norm", "placement", "position", "activation")):
     """One :func:`plot_adoption` panel per column; returns the Figure."""
     n = len(columns)
     cols = min(n, 2)

@@ -18,17 +18,22 @@ from typing import Any, Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ._style import PALETTE, PLOTLY_SEQUENTIAL, SEQUENTIAL, get_ax
+from ._style import (
+    PALETTE,
+    PLOTLY_SEQUENTIAL,
+    SEQUENTIAL,
+    get_ax,
+)
 
 __all__ = [
     "select_weights",
-    "attention_heatmap",
-    "attention_heads",
-    "model_view",
-    "mask_gallery",
-    "head_metric_bars",
-    "attention_heads_plotly",
-    "group_mapping",
+    "plot_attention_heatmap",
+    "plot_attention_heads",
+    "plot_model_view",
+    "plot_mask_gallery",
+    "plot_head_metrics",
+    "plot_attention_heads_plotly",
+    "plot_group_mapping",
 ]
 
 
@@ -117,7 +122,7 @@ def _vmax(w: np.ndarray, vmax: float | None) -> float:
     return top if top > 0 else 1.0
 
 
-def attention_heatmap(
+def plot_attention_heatmap(
     weights: Any,
     *,
     tokens: Sequence[str] | None = None,
@@ -139,7 +144,7 @@ def attention_heatmap(
         if w.shape[0] != 1:
             raise ValueError(
                 f"the weights have {w.shape[0]} heads; pick one with head=, or draw them all "
-                "with attention_heads()"
+                "with plot_attention_heads()"
             )
         w = w[0]
     T, S = w.shape
@@ -156,7 +161,7 @@ def attention_heatmap(
     return ax
 
 
-def attention_heads(
+def plot_attention_heads(
     weights: Any,
     *,
     tokens: Sequence[str] | None = None,
@@ -206,7 +211,7 @@ def attention_heads(
     return fig
 
 
-def model_view(
+def plot_model_view(
     weights_per_layer: Sequence[Any],
     *,
     batch: int = 0,
@@ -223,7 +228,7 @@ def model_view(
     """
     if not isinstance(weights_per_layer, (list, tuple)) or not weights_per_layer:
         raise TypeError(
-            "model_view needs a non-empty per-layer list of (B, H, T, S) weights "
+            "plot_model_view needs a non-empty per-layer list of (B, H, T, S) weights "
             "(e.g. LMOutput.weights or HF outputs.attentions)"
         )
     maps = [select_weights(weights_per_layer, layer=l, batch=batch) for l in range(len(weights_per_layer))]
@@ -249,7 +254,7 @@ def model_view(
     return fig
 
 
-def mask_gallery(masks: Mapping[str, Any], *, ncols: int = 4, panel_size: float = 2.2):
+def plot_mask_gallery(masks: Mapping[str, Any], *, ncols: int = 4, panel_size: float = 2.2):
     """Draw named ``(T, S)`` boolean masks side by side (dark = may attend).
 
     Each title gives the number of allowed query-key pairs.
@@ -283,7 +288,7 @@ def mask_gallery(masks: Mapping[str, Any], *, ncols: int = 4, panel_size: float 
     return fig
 
 
-def head_metric_bars(
+def plot_head_metrics(
     metrics: Mapping[str, Any],
     *,
     names: Sequence[str] | None = None,
@@ -327,7 +332,7 @@ def head_metric_bars(
     return fig
 
 
-def attention_heads_plotly(
+def plot_attention_heads_plotly(
     weights: Any,
     *,
     tokens: Sequence[str] | None = None,
@@ -369,7 +374,7 @@ def attention_heads_plotly(
     return fig
 
 
-def group_mapping(n_heads: int, n_kv_heads: int, *, layout: str = "contiguous", ax=None):
+def plot_group_mapping(n_heads: int, n_kv_heads: int, *, layout: str = "contiguous", ax=None):
     """Diagram of which key/value head each query head reads (GQA/MQA).
 
     Args:

@@ -22,7 +22,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from ._style import PALETTE, SEQUENTIAL, footnote, get_ax
+from ._style import (
+    PALETTE,
+    SEQUENTIAL,
+    footnote,
+    get_ax,
+)
 
 __all__ = [
     "plot_distribution",

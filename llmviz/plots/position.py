@@ -20,7 +20,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from ._style import DIVERGING, PALETTE, SEQUENTIAL, get_ax
+from ._style import (
+    DIVERGING,
+    PALETTE,
+    SEQUENTIAL,
+    get_ax,
+)
 
 __all__ = [
     "plot_sinusoidal_heatmap",

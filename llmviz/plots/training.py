@@ -14,13 +14,13 @@ import math
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 import plotly.graph_objects as go
 import torch
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from .._utils import check_choice
-from ..train import History, LengthEval
-from ._style import PALETTE, SEQUENTIAL, get_ax
+from .._checks import check_choice
+from ..training.loop import History, LengthEval
+from ._style import PALETTE, get_ax
 
 __all__ = [
     "plot_training_curves",

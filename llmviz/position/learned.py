@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .._utils import check_tensor
+from .._checks import check_tensor
 
 __all__ = ["LearnedPositionalEmbedding"]
 

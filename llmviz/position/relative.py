@@ -22,7 +22,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from .._utils import check_tensor
+from .._checks import check_tensor
 
 __all__ = [
     "relative_positions",

@@ -31,8 +31,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .._utils import check_choice, check_tensor
-from .rope_scaling import SCALING_KINDS, RopeScaling, _base_inv_freq, scaled_frequencies
+from .._checks import check_choice, check_tensor
+from .rope_scaling import (
+    SCALING_KINDS,
+    RopeScaling,
+    _base_inv_freq,
+    scaled_frequencies,
+)
 
 __all__ = [
     "LAYOUTS",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from .._utils import check_choice, check_tensor
+from .._checks import check_choice, check_tensor
 from .rope import LAYOUTS, rope_frequencies
 
 __all__ = ["rope_decay_curve", "rope_score_bound"]

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from .._utils import check_choice
+from .._checks import check_choice
 
 __all__ = ["SCALING_KINDS", "RopeScaling", "scaled_frequencies"]
 

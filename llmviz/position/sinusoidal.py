@@ -23,7 +23,7 @@ import math
 import torch
 from torch import nn
 
-from .._utils import check_choice, check_tensor
+from .._checks import check_choice, check_tensor
 
 __all__ = [
     "SINUSOIDAL_LAYOUTS",

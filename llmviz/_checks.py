@@ -1,0 +1,81 @@
+"""Input checks shared by every module: one wording for the house's error messages.
+
+Each check raises ``TypeError`` (wrong kind of object) or ``ValueError`` (right kind, bad value)
+with a message that names the argument, the value it got, and what to do instead. Private to
+the package: modules import these; users never need to.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any, Iterable
+
+import torch
+
+__all__ = ["check_tensor", "check_choice", "check_positive", "check_positive_int"]
+
+
+def check_tensor(
+    x: Any,
+    name: str,
+    *,
+    ndim: int | Iterable[int] | None = None,
+    floating: bool = False,
+) -> torch.Tensor:
+    """Raise a clear ``TypeError``/``ValueError`` unless ``x`` is a tensor of the given rank."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if ndim is not None:
+        allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
+        if x.ndim not in allowed:
+            want = " or ".join(str(a) for a in allowed)
+            raise ValueError(
+                f"{name} must have {want} dimensions, got shape {tuple(x.shape)} ({x.ndim} dims)"
+            )
+    if floating and not x.is_floating_point():
+        raise TypeError(
+            f"{name} must be a floating-point tensor, got dtype {x.dtype}; "
+            f"convert it with {name}.float()"
+        )
+    return x
+
+
+def check_choice(value: Any, name: str, choices: Iterable[Any]) -> Any:
+    """Raise ``ValueError`` naming the allowed values unless ``value`` is one of ``choices``."""
+    choices = tuple(choices)
+    if value not in choices:
+        raise ValueError(f"{name}={value!r} is not supported; choose one of {choices}")
+    return value
+
+
+def check_positive(value: Any, name: str, *, allow_zero: bool = False) -> Any:
+    """Raise unless ``value`` is a finite real number > 0 (>= 0 with ``allow_zero``).
+
+    ``TypeError`` for a non-number (``bool`` counts as not a number), ``ValueError`` for NaN,
+    infinity or a value out of range.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    bad = value < 0 if allow_zero else value <= 0
+    if bad:
+        kind = "non-negative" if allow_zero else "positive"
+        raise ValueError(f"{name} must be {kind}, got {value}")
+    return value
+
+
+def check_positive_int(value: Any, name: str, *, allow_zero: bool = False) -> int:
+    """Raise unless ``value`` is an ``int`` > 0 (>= 0 with ``allow_zero``); ``True`` is not an int.
+
+    Integer-valued numpy scalars are accepted and returned as a Python ``int``.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    value = int(value)
+    bad = value < 0 if allow_zero else value <= 0
+    if bad:
+        kind = "a non-negative" if allow_zero else "a positive"
+        raise ValueError(f"{name} must be {kind} int, got {value}")
+    return value

@@ -1,0 +1,243 @@
+"""Counting a model: parameters (closed form and ``numel``), FLOPs per token, KV-cache bytes.
+
+Closed forms, for a config with width C, H query heads and G key/value heads of size D,
+feed-forward width F, vocabulary V and L layers:
+
+* attention: ``C*H*D + 2*C*G*D + H*D*C`` weights (+ ``H*D + 2*G*D + C`` biases);
+* feed-forward: ``2*C*F`` (MLP) or ``3*C*F`` (GLU) weights (+ ``F + C`` or ``2F + C`` biases);
+* norms: ``2C`` each for LayerNorm, ``C`` for RMSNorm and bias-free LayerNorm.
+
+A GPT-2 layer (H*D = C, F = 4C, biases, two LayerNorms) therefore has
+``4C^2 + 4C + 8C^2 + 5C + 4C = 12 C^2 + 13 C`` parameters (:func:`gpt2_layer_params`).
+
+FLOPs: a matrix-vector product with an ``m x n`` matrix costs ``2mn`` FLOPs, so a forward pass
+costs about ``2N`` per token for N weights touched (Kaplan et al. 2020), plus attention's
+``QK^T`` and ``weights @ V`` at ``4 * L * S * H * D`` per token for S keys. The backward pass
+costs about twice the forward, hence "training ~ 6N per token".
+
+KV cache: every layer stores K and V for every token: ``2 * L * G * D * T * B * bytes``.
+
+Shape letters: B batch, T tokens, S keys, H heads, G kv heads, D head dim, C model dim.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+
+from ..model.config import ModelConfig
+
+__all__ = [
+    "count_parameters",
+    "gpt2_layer_params",
+    "layer_params",
+    "flops_per_token",
+    "kv_cache_bytes",
+    "kv_cache_bytes_for",
+    "match_width",
+    "longest_verbatim_match",
+]
+
+_COMPONENTS = ("embedding", "position", "attention", "ffn", "norms", "lm_head")
+
+
+def gpt2_layer_params(d: int) -> int:
+    """Parameters of one GPT-2 block of width ``d``: ``12 d^2 + 13 d``."""
+    return 12 * d * d + 13 * d
+
+
+def _norm_params(kind: str, d: int) -> int:
+    return 2 * d if kind == "layer" else d
+
+
+def layer_params(config: ModelConfig) -> dict[str, int]:
+    """Closed-form parameter count of one block of ``config``, by component."""
+    c = config
+    C, H, G, D, F = c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.d_ff
+    attn = C * H * D + 2 * C * G * D + H * D * C
+    if c.attn_bias:
+        attn += H * D + 2 * G * D + C
+    if c.qk_norm == "rms":
+        attn += 2 * D
+    elif c.qk_norm == "layer":
+        attn += 4 * D
+    if c.ffn == "mlp":
+        ffn = 2 * C * F + (F + C if c.bias else 0)
+    else:
+        ffn = 3 * C * F + (2 * F + C if c.bias else 0)
+    n_norms = (1 if c.parallel else 2) + (2 if c.placement == "sandwich" else 0)
+    norms = n_norms * _norm_params(c.norm, C)
+    return {"attention": attn, "ffn": ffn, "norms": norms, "total": attn + ffn + norms}
+
+
+def _from_config(c: ModelConfig) -> dict[str, Any]:
+    per = layer_params(c)
+    by = {
+        "embedding": c.vocab_size * c.d_model,
+        "position": c.max_seq_len * c.d_model if c.position == "learned" else 0,
+        "attention": per["attention"] * c.n_layers,
+        "ffn": per["ffn"] * c.n_layers,
+        "norms": per["norms"] * c.n_layers
+        + _norm_params(c.norm, c.d_model) * (int(c.embed_norm) + int(c.has_final_norm)),
+        "lm_head": 0 if c.tie_embeddings else c.vocab_size * c.d_model,
+    }
+    return {"per_layer": [per["total"]] * c.n_layers, "by_component": by}
+
+
+def _component_of(name: str) -> str:
+    if name.startswith("embed_tokens"):
+        return "embedding"
+    if name.startswith("embed_positions"):
+        return "position"
+    if name.startswith("lm_head"):
+        return "lm_head"
+    if ".self_attn." in name:
+        return "attention"  # projections, and q_norm / k_norm
+    if ".mlp." in name:
+        return "ffn"
+    return "norms"
+
+
+def _from_model(model: nn.Module) -> dict[str, Any]:
+    by = dict.fromkeys(_COMPONENTS, 0)
+    seen: set[int] = set()
+    for name, p in model.named_parameters():  # tied weights appear once
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        by[_component_of(name)] += p.numel()
+    layers = getattr(model, "layers", [])
+    per_layer = [sum(p.numel() for p in layer.parameters()) for layer in layers]
+    return {"per_layer": per_layer, "by_component": by}
+
+
+def count_parameters(model_or_config: nn.Module | ModelConfig) -> dict[str, Any]:
+    """Parameters of a model (by ``numel``) or of a config (closed form, nothing allocated).
+
+    Returns:
+        ``{"total", "embeddings" (token + position tables), "non_embedding", "per_layer"
+        (list, one entry per block), "by_component" ({embedding, position, attention, ffn,
+        norms, lm_head})}``. Tied embedding/lm_head weights count once (under ``embedding``).
+    """
+    if isinstance(model_or_config, ModelConfig):
+        out = _from_config(model_or_config)
+    elif isinstance(model_or_config, nn.Module):
+        out = _from_model(model_or_config)
+    else:
+        raise TypeError(
+            f"count_parameters takes an nn.Module or a ModelConfig, got {type(model_or_config).__name__}"
+        )
+    by = out["by_component"]
+    total = sum(by.values())
+    emb = by["embedding"] + by["position"]
+    return {"total": total, "embeddings": emb, "non_embedding": total - emb, **out}
+
+
+def flops_per_token(
+    config: ModelConfig, *, training: bool = True, seq_len: int | None = None, causal: bool = True
+) -> float:
+    """Approximate FLOPs to process one token (forward, or forward + backward).
+
+    Forward: ``2 * (non-embedding weights + lm_head matmul)`` plus attention's
+    ``4 * L * S * H * D``, where S is the number of keys each token sees: ``seq_len``
+    (default ``config.max_seq_len``), averaged to ``(seq_len + 1) / 2`` (times the window
+    limit) for causal attention. Training multiplies by 3 (backward ~ 2x forward).
+    Norms, softmax and activations are ignored (they are O(C), not O(C^2)).
+    """
+    if not isinstance(config, ModelConfig):
+        raise TypeError(f"config must be a ModelConfig, got {type(config).__name__}")
+    T = config.max_seq_len if seq_len is None else seq_len
+    if T <= 0:
+        raise ValueError(f"seq_len must be positive, got {T}")
+    per = layer_params(config)
+    matmul_weights = config.n_layers * (per["attention"] + per["ffn"]) + config.vocab_size * config.d_model
+    attn = 0.0
+    for i in range(config.n_layers):
+        window = config.window_for(i)
+        if causal:
+            keys = sum(min(t + 1, window or t + 1) for t in range(T)) / T if window else (T + 1) / 2
+        else:
+            keys = T
+        attn += 4 * keys * config.n_heads * config.head_dim
+    forward = 2 * matmul_weights + attn
+    return 3 * forward if training else forward
+
+
+def kv_cache_bytes(
+    *,
+    n_layers: int,
+    n_kv_heads: int,
+    head_dim: int,
+    seq_len: int,
+    batch: int = 1,
+    bytes_per_el: int = 2,
+) -> int:
+    """Bytes of a KV cache: ``2 (K and V) * L * G * D * T * B * bytes_per_el``.
+
+    Multi-head attention has G = H; GQA divides the cache by H / G; MQA (G = 1) by H.
+    ``bytes_per_el=2`` is fp16/bf16.
+    """
+    for name, value in (("n_layers", n_layers), ("n_kv_heads", n_kv_heads), ("head_dim", head_dim),
+                        ("seq_len", seq_len), ("batch", batch), ("bytes_per_el", bytes_per_el)):
+        if not isinstance(value, (int, float)) or value <= 0:
+            raise ValueError(f"{name} must be positive, got {value!r}")
+    return int(2 * n_layers * n_kv_heads * head_dim * seq_len * batch * bytes_per_el)
+
+
+def kv_cache_bytes_for(config: ModelConfig, seq_len: int, *, batch: int = 1, bytes_per_el: int = 2) -> int:
+    """:func:`kv_cache_bytes` for a config (sliding-window layers keep at most the window)."""
+    total = 0
+    for i in range(config.n_layers):
+        window = config.window_for(i)
+        kept = seq_len if window is None else min(seq_len, window)
+        total += kv_cache_bytes(n_layers=1, n_kv_heads=config.n_kv_heads, head_dim=config.head_dim,
+                                seq_len=kept, batch=batch, bytes_per_el=bytes_per_el)
+    return total
+
+
+def match_width(config: ModelConfig, n_layers: int, target: int, *, step: int | None = None) -> ModelConfig:
+    """``config`` reshaped to ``n_layers`` blocks with the width whose block parameter count
+    (all layers, without embeddings, lm_head and final norm: Kaplan et al.'s N) is closest to
+    ``target``, for depth-vs-width comparisons at matched size.
+
+    Widths are searched in multiples of ``step`` (default ``2 * n_heads``, so every head has an
+    even size, as RoPE needs); heads stay as in ``config``, the feed-forward follows the width.
+    """
+    if not isinstance(config, ModelConfig):
+        raise TypeError(f"config must be a ModelConfig, got {type(config).__name__}")
+    if target <= 0:
+        raise ValueError(f"target must be a positive parameter count, got {target}")
+    step = step or 2 * config.n_heads
+    best, best_err = None, None
+    width = step
+    while True:
+        cand = config.replace(n_layers=n_layers, d_model=width)
+        n = sum(count_parameters(cand)["per_layer"])
+        err = abs(n - target)
+        if best_err is not None and err > best_err and n > target:
+            return best
+        if best_err is None or err < best_err:
+            best, best_err = cand, err
+        width += step
+
+
+def longest_verbatim_match(text: str, corpus: str, *, min_len: int = 1) -> tuple[int, str]:
+    """The longest substring of ``text`` that occurs verbatim in ``corpus``: ``(length, substring)``.
+
+    A memorisation check for generated samples: compare the lengths for samples with those for
+    held-out text of the same length (chance overlap of ordinary language), see Carlini et al.
+    2021. Greedy scan: for each start it only tries to beat the best length so far, so the cost
+    is about ``len(text)`` substring searches of ``corpus``.
+    """
+    if not isinstance(text, str) or not isinstance(corpus, str):
+        raise TypeError("text and corpus must both be str")
+    best, where = 0, 0
+    for i in range(len(text)):
+        j = i + best + 1
+        while j <= len(text) and text[i:j] in corpus:
+            best, where = j - i, i
+            j += 1
+    if best < min_len:
+        return 0, ""
+    return best, text[where : where + best]

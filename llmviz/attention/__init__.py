@@ -1,0 +1,46 @@
+"""Attention: the functional core, masks, the KV cache, the module, and what it costs.
+
+* :mod:`.functional`: ``scaled_dot_product_attention`` (reference path returning weights, and
+  torch's fused kernel), ``attention_weights``, ``repeat_kv``.
+* :mod:`.masks`: boolean masks (True = may attend): causal, padding, sliding window, dilated,
+  strided, global-local, and the receptive field of a stack.
+* :mod:`.kv_cache`: :class:`KVCache`, one growing key/value store per layer.
+* :mod:`.module`: :class:`MultiHeadAttention` (MHA, GQA and MQA through ``n_kv_heads``).
+* :mod:`.tiled`: online softmax and tiled (flash-style) attention, written out.
+* :mod:`.cost`: bytes of the score matrix, arithmetic intensity, peak memory of a call.
+* :mod:`.metrics`: per-head statistics of attention weights (entropy, previous-token...).
+
+Shape letters: B batch, T query length, S key length, H heads, G kv heads, D head dim.
+"""
+
+from __future__ import annotations
+
+from . import cost, functional, kv_cache, masks, metrics, module, tiled
+from .cost import attention_intensity, peak_memory, score_matrix_bytes
+from .functional import attention_weights, repeat_kv, scaled_dot_product_attention
+from .kv_cache import KVCache
+from .masks import (
+    causal_mask,
+    combine_masks,
+    dilated_mask,
+    global_local_mask,
+    key_padding_to_mask,
+    padding_mask,
+    receptive_field,
+    sliding_window_mask,
+    strided_mask,
+)
+from .metrics import METRICS, head_metrics
+from .module import MultiHeadAttention, gqa_from_mha
+from .tiled import online_softmax, online_softmax_trace, tiled_attention
+
+__all__ = [
+    "scaled_dot_product_attention", "attention_weights", "repeat_kv",
+    "MultiHeadAttention", "gqa_from_mha", "KVCache",
+    "causal_mask", "padding_mask", "key_padding_to_mask", "sliding_window_mask", "dilated_mask",
+    "strided_mask", "global_local_mask", "combine_masks", "receptive_field",
+    "online_softmax", "online_softmax_trace", "tiled_attention",
+    "score_matrix_bytes", "attention_intensity", "peak_memory",
+    "head_metrics", "METRICS",
+    "functional", "masks", "kv_cache", "module", "tiled", "cost", "metrics",
+]

@@ -1,0 +1,238 @@
+"""Scaled dot-product attention, the pure functions: weights, output, GQA head sharing.
+
+Shape letters: B batch, T query length, S key length, H query heads, G key/value heads
+(``H % G == 0``), D head dim.
+
+Conventions (see :mod:`llmviz.attention` for the module built on these):
+
+* Masks are ``bool`` with **True = may attend** (torch's convention), broadcastable to
+  ``(B, H, T, S)``; :mod:`llmviz.masks` builds them. Additive float terms (ALiBi, T5 relative
+  bias) go in ``bias=``.
+* Grouped-query attention (Ainslie et al. 2023) shares each key/value head with ``H // G``
+  *consecutive* query heads: query head ``h`` uses kv head ``h // (H // G)``, exactly like
+  Hugging Face's ``repeat_kv``. ``G = 1`` is multi-query attention (Shazeer 2019), ``G = H``
+  is ordinary multi-head attention (Vaswani et al. 2017).
+* **Fully masked rows** (a query that may attend to no key): the softmax over an empty set is
+  undefined and a naive implementation returns NaN. Here such a row gets **zero weights and a
+  zero output** in both the reference and the fused path.
+* Soft-capping (Gemma 2): ``scores = cap * tanh(scores / cap)`` before masking.
+
+Two paths compute the same thing: the *reference* path, written out
+(``q @ k^T -> softmax -> @ v``), which can return the weights; and the *fused* path,
+``torch.nn.functional.scaled_dot_product_attention`` (flash / memory-efficient kernels on GPU),
+used when weights are not needed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .._checks import check_tensor
+
+__all__ = ["repeat_kv", "attention_weights", "scaled_dot_product_attention"]
+
+
+def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
+    """Repeat each kv head ``n_rep`` times, consecutively: ``(B, G, S, D) -> (B, G*n_rep, S, D)``.
+
+    Identical to ``transformers.models.llama.modeling_llama.repeat_kv`` (and to
+    ``x.repeat_interleave(n_rep, dim=1)``).
+    """
+    check_tensor(x, "x", ndim=4)
+    if not isinstance(n_rep, int) or n_rep < 1:
+        raise ValueError(f"n_rep must be a positive int, got {n_rep!r}")
+    if n_rep == 1:
+        return x
+    B, G, S, D = x.shape
+    x = x[:, :, None, :, :].expand(B, G, n_rep, S, D)  # (B, G, n_rep, S, D)
+    return x.reshape(B, G * n_rep, S, D)  # (B, H, S, D)
+
+
+def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, int]:
+    """Validate shapes; return (H, G)."""
+    for t, name in ((q, "q"), (k, "k"), (v, "v")):
+        check_tensor(t, name, ndim=4, floating=True)
+    B, H, T, D = q.shape
+    if k.shape != v.shape[:-1] + (k.shape[-1],) or k.shape[:3] != v.shape[:3]:
+        raise ValueError(
+            f"k {tuple(k.shape)} and v {tuple(v.shape)} must agree in (B, G, S); "
+            "expected k (B, G, S, D) and v (B, G, S, Dv)"
+        )
+    if k.shape[0] != B or k.shape[-1] != D:
+        raise ValueError(
+            f"q {tuple(q.shape)} and k {tuple(k.shape)} must share batch B and head dim D; "
+            "expected q (B, H, T, D), k (B, G, S, D)"
+        )
+    G = k.shape[1]
+    if H % G:
+        raise ValueError(
+            f"query heads H ({H}) must be divisible by key/value heads G ({G}); "
+            "each kv head serves H // G query heads"
+        )
+    return H, G
+
+
+def _check_mask(mask: torch.Tensor | None, target: tuple[int, ...], name: str = "mask") -> None:
+    if mask is None:
+        return
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor or None, got {type(mask).__name__}")
+    if name == "mask" and mask.dtype != torch.bool:
+        raise TypeError(
+            f"mask must be a bool tensor (True = may attend), got dtype {mask.dtype}; "
+            "use llmviz.masks.padding_mask() for a HF 0/1 attention_mask, or pass an additive "
+            "float mask as bias="
+        )
+    if name == "bias" and not mask.is_floating_point():
+        raise TypeError(f"bias must be a floating-point tensor, got dtype {mask.dtype}")
+    try:
+        if torch.broadcast_shapes(mask.shape, target) != target:
+            raise RuntimeError
+    except RuntimeError:
+        raise ValueError(
+            f"{name} of shape {tuple(mask.shape)} does not broadcast to the scores' shape "
+            f"(B, H, T, S) = {target}"
+        ) from None
+
+
+def _empty_rows(mask: torch.Tensor | None) -> torch.Tensor | None:
+    """``(..., T, 1)`` bool, True where a query may attend to no key; None if there is none.
+
+    Reduces over uint8 (``amax``), which is much faster than ``any`` on bool tensors on CPU.
+    """
+    if mask is None:
+        return None
+    empty = mask.view(torch.uint8).amax(dim=-1, keepdim=True) == 0  # (..., T, 1)
+    return empty if bool(empty.any()) else None
+
+
+def _resolve_scale(scale: float | None, D: int) -> float:
+    if scale is None:
+        return 1.0 / math.sqrt(D)
+    if not isinstance(scale, (int, float)) or scale <= 0:
+        raise ValueError(f"scale must be a positive number or None (1/sqrt(D)), got {scale!r}")
+    return float(scale)
+
+
+def attention_weights(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    *,
+    mask: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    scale: float | None = None,
+    softcap: float | None = None,
+) -> torch.Tensor:
+    """Attention weights ``softmax(scale * q @ k^T + bias)`` over allowed keys.
+
+    Args:
+        q: ``(B, H, T, D)`` queries.
+        k: ``(B, G, S, D)`` keys, ``H % G == 0`` (contiguous groups).
+        mask: bool, broadcastable to ``(B, H, T, S)``, True = may attend.
+        bias: float, broadcastable to ``(B, H, T, S)``, added to the scores.
+        scale: multiplies ``q @ k^T``; default ``1 / sqrt(D)``.
+        softcap: if given, ``scores = softcap * tanh(scores / softcap)`` (Gemma 2).
+
+    Returns:
+        ``(B, H, T, S)`` weights; each row sums to 1, fully masked rows are all zero.
+    """
+    H, G = _check_qkv(q, k, k)
+    B, _, T, D = q.shape
+    S = k.shape[2]
+    _check_mask(mask, (B, H, T, S))
+    _check_mask(bias, (B, H, T, S), "bias")
+    scale = _resolve_scale(scale, D)
+    if softcap is not None and softcap <= 0:
+        raise ValueError(f"softcap must be positive or None, got {softcap!r}")
+    # Grouped queries without copying k: fold the H // G query heads of a group into rows.
+    q_g = (q * scale).reshape(B, G, (H // G) * T, D)  # (B, G, H/G*T, D)
+    scores = torch.matmul(q_g, k.transpose(-1, -2)).view(B, H, T, S)  # (B, H, T, S)
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
+    if bias is not None:
+        scores = scores + bias
+    empty_rows = None
+    if mask is not None:
+        scores.masked_fill_(~mask, float("-inf"))  # scores is our own fresh tensor
+        empty_rows = _empty_rows(mask)
+    low_precision = scores.dtype in (torch.float16, torch.bfloat16)
+    weights = torch.softmax(scores, dim=-1, dtype=torch.float32 if low_precision else None)
+    weights = weights.to(q.dtype)
+    if empty_rows is not None:
+        # Fully masked rows came out NaN (0/0); define them as zero weights.
+        weights = weights.masked_fill(empty_rows, 0.0)
+    return weights
+
+
+def scaled_dot_product_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    mask: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    scale: float | None = None,
+    softcap: float | None = None,
+    dropout_p: float = 0.0,
+    return_weights: bool = False,
+    fused: bool | None = None,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """``softmax(scale * q @ k^T + bias, masked) @ v`` for MHA, GQA and MQA.
+
+    Args:
+        q: ``(B, H, T, D)`` queries.
+        k: ``(B, G, S, D)`` keys with ``H % G == 0``; query head ``h`` uses kv head
+            ``h // (H // G)`` (contiguous groups, as HF ``repeat_kv``).
+        v: ``(B, G, S, Dv)`` values.
+        mask: bool broadcastable to ``(B, H, T, S)``, **True = may attend**.
+        bias: float broadcastable to ``(B, H, T, S)``, added to the scores (ALiBi, T5).
+        scale: score multiplier, default ``1 / sqrt(D)``.
+        softcap: Gemma 2 logit soft-cap: ``scores = softcap * tanh(scores / softcap)``.
+        dropout_p: dropout on the weights (applied whenever > 0, as in torch).
+        return_weights: also return the ``(B, H, T, S)`` weights (before dropout).
+        fused: True forces ``F.scaled_dot_product_attention``; False forces the reference
+            path; None (default) fuses unless weights or soft-capping are requested.
+
+    Returns:
+        ``out`` of shape ``(B, H, T, Dv)``, or ``(out, weights)`` if ``return_weights``.
+        Rows with no allowed key give zero weights and a zero output.
+    """
+    H, G = _check_qkv(q, k, v)
+    B, _, T, D = q.shape
+    S = k.shape[2]
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p!r}")
+    if fused is None:
+        fused = not return_weights and softcap is None
+    elif fused and (return_weights or softcap is not None):
+        raise ValueError(
+            "fused=True cannot return weights or apply softcap (torch's fused kernel does "
+            "neither); use fused=None or False"
+        )
+    if not fused:
+        weights = attention_weights(q, k, mask=mask, bias=bias, scale=scale, softcap=softcap)
+        dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
+        p_g = dropped.reshape(B, G, (H // G) * T, S)  # (B, G, H/G*T, S)
+        out = torch.matmul(p_g, v).view(B, H, T, v.shape[-1])  # (B, H, T, Dv)
+        return (out, weights) if return_weights else out
+
+    _check_mask(mask, (B, H, T, S))
+    _check_mask(bias, (B, H, T, S), "bias")
+    scale = _resolve_scale(scale, D)
+    attn_mask = mask
+    empty_rows = _empty_rows(mask)
+    if empty_rows is not None:
+        attn_mask = mask | empty_rows  # let empty rows attend anywhere; zeroed below
+    if bias is not None:
+        attn_mask = bias if attn_mask is None else bias.masked_fill(~attn_mask, float("-inf"))
+    if attn_mask is not None and attn_mask.dtype != torch.bool:
+        attn_mask = attn_mask.to(q.dtype)
+    out = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale, enable_gqa=G != H
+    )  # (B, H, T, Dv)
+    if empty_rows is not None:
+        out = out.masked_fill(empty_rows, 0.0)
+    return out

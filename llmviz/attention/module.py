@@ -1,0 +1,240 @@
+"""One attention module for MHA, GQA and MQA, plus the pure functions it is built on.
+
+Shape letters: B batch, T query length, S key length, H query heads, G key/value heads
+(``H % G == 0``), D head dim, C model dim.
+
+The pure functions (:func:`scaled_dot_product_attention`, :func:`attention_weights`,
+:func:`repeat_kv`) live in :mod:`llmviz.sdpa` and are re-exported here; their conventions
+(True = may attend, contiguous GQA groups, zero output for fully masked rows, soft-capping)
+are documented there. :class:`MultiHeadAttention` holds the projections (Hugging Face names
+``q_proj``, ``k_proj``, ``v_proj``, ``o_proj``) and adds the causal / sliding-window mask,
+RoPE, ALiBi, QK-norm and the KV cache. :func:`gqa_from_mha` converts a trained MHA layer to
+GQA by mean-pooling kv heads (Ainslie et al. 2023).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import nn
+
+from .._checks import check_choice, check_tensor
+from ..norm import make_norm
+from .functional import (
+    _check_mask,
+    attention_weights,
+    repeat_kv,
+    scaled_dot_product_attention,
+)
+from .masks import causal_mask, combine_masks, sliding_window_mask
+
+__all__ = [
+    "repeat_kv",
+    "attention_weights",
+    "scaled_dot_product_attention",
+    "MultiHeadAttention",
+    "gqa_from_mha",
+]
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head self-attention with grouped key/value heads (MHA, GQA, MQA).
+
+    Args:
+        d_model: model width C.
+        n_heads: query heads H.
+        n_kv_heads: key/value heads G (default H = MHA; 1 = MQA). ``H % G == 0``.
+        head_dim: per-head width D (default ``C // H``; may differ, as in Gemma).
+        bias: whether the projections have biases.
+        rope: a rotary module called as ``rope(q, k, positions) -> (q, k)`` (e.g.
+            ``llmviz.position.rope.RotaryEmbedding``), or None.
+        alibi: add ALiBi biases (Press et al. 2022) built by ``llmviz.position.alibi``.
+        qk_norm: None, ``"rms"`` or ``"layer"``: per-head norm of q and k (``q_norm``,
+            ``k_norm``) before RoPE, as in OLMo 2 / Qwen 3.
+        softcap: Gemma 2 attention-logit soft-cap.
+        scale: multiplies ``q @ k^T``; default ``1 / sqrt(head_dim)``. Gemma 2 uses
+            ``query_pre_attn_scalar ** -0.5`` (27B: 144 ** -0.5 with head_dim 128).
+        sliding_window: each query sees this many most recent keys (Mistral).
+        dropout: dropout on attention weights in training mode.
+        causal: apply the causal mask.
+
+    ``forward(x, *, mask, bias, positions, cache, layer_idx, return_weights)``: x ``(B, T, C)``;
+    mask bool broadcastable to ``(B, H, T, S)`` (True = may attend), e.g. from
+    :func:`llmviz.masks.padding_mask`; positions ``(T,)`` or ``(B, T)``, default
+    ``cache offset + arange(T)``. Returns ``(B, T, C)`` or ``(out, weights (B, H, T, S))``.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        *,
+        n_kv_heads: int | None = None,
+        head_dim: int | None = None,
+        bias: bool = False,
+        rope: Callable | None = None,
+        alibi: bool = False,
+        qk_norm: str | None = None,
+        softcap: float | None = None,
+        scale: float | None = None,
+        sliding_window: int | None = None,
+        dropout: float = 0.0,
+        causal: bool = True,
+    ) -> None:
+        super().__init__()
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        for name, value in (("d_model", d_model), ("n_heads", n_heads), ("n_kv_heads", n_kv_heads)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if n_heads % n_kv_heads:
+            raise ValueError(
+                f"n_heads ({n_heads}) must be divisible by n_kv_heads ({n_kv_heads})"
+            )
+        if head_dim is None:
+            if d_model % n_heads:
+                raise ValueError(
+                    f"d_model ({d_model}) must be divisible by n_heads ({n_heads}), "
+                    "or pass head_dim explicitly"
+                )
+            head_dim = d_model // n_heads
+        elif not isinstance(head_dim, int) or head_dim < 1:
+            raise ValueError(f"head_dim must be a positive int, got {head_dim!r}")
+        if qk_norm is not None:
+            check_choice(qk_norm, "qk_norm", (None, "rms", "layer"))
+        if rope is not None and alibi:
+            raise ValueError("use either rope or alibi, not both")
+        if rope is not None and not callable(rope):
+            raise TypeError(f"rope must be callable as rope(q, k, positions), got {type(rope).__name__}")
+        if softcap is not None and softcap <= 0:
+            raise ValueError(f"softcap must be positive or None, got {softcap!r}")
+        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale <= 0):
+            raise ValueError(f"scale must be a positive number or None (1/sqrt(head_dim)), got {scale!r}")
+        if sliding_window is not None and (not isinstance(sliding_window, int) or sliding_window < 1):
+            raise ValueError(f"sliding_window must be a positive int or None, got {sliding_window!r}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+        self.d_model, self.n_heads, self.n_kv_heads, self.head_dim = d_model, n_heads, n_kv_heads, head_dim
+        self.q_proj = nn.Linear(d_model, n_heads * head_dim, bias=bias)
+        self.k_proj = nn.Linear(d_model, n_kv_heads * head_dim, bias=bias)
+        self.v_proj = nn.Linear(d_model, n_kv_heads * head_dim, bias=bias)
+        self.o_proj = nn.Linear(n_heads * head_dim, d_model, bias=bias)
+        if qk_norm is None:
+            self.q_norm = self.k_norm = None
+        else:  # one norm over D for every head, as in OLMo 2 / Qwen 3
+            self.q_norm = make_norm(qk_norm, head_dim, eps=1e-6)
+            self.k_norm = make_norm(qk_norm, head_dim, eps=1e-6)
+        self.rope = rope
+        self.alibi = alibi
+        if alibi:
+            from ..position.alibi import (
+                alibi_slopes,  # lazy: position package is optional here
+            )
+
+            self.register_buffer("alibi_slopes", alibi_slopes(n_heads), persistent=False)
+        self.softcap = softcap
+        self.scale = None if scale is None else float(scale)
+        self.qk_norm = qk_norm
+        self.sliding_window = sliding_window
+        self.dropout = dropout
+        self.causal = causal
+
+    @property
+    def n_rep(self) -> int:
+        """Query heads per key/value head, ``H // G``."""
+        return self.n_heads // self.n_kv_heads
+
+    def _alibi(self, T: int, S: int, device, dtype) -> torch.Tensor:
+        from ..position.alibi import alibi_bias
+
+        slopes = self.alibi_slopes.to(device=device)
+        # (H, T, S): only the rows of the T queries (the last T positions), never S x S.
+        return alibi_bias(T, S, slopes=slopes, causal=self.causal, device=device, dtype=dtype)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        *,
+        mask: torch.Tensor | None = None,
+        bias: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
+        cache=None,
+        layer_idx: int = 0,
+        return_weights: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        check_tensor(x, "x", ndim=3, floating=True)
+        B, T, C = x.shape
+        if C != self.d_model:
+            raise ValueError(f"x has width {C} but the module was built for d_model={self.d_model}")
+        H, G, D = self.n_heads, self.n_kv_heads, self.head_dim
+        q = self.q_proj(x).view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
+        k = self.k_proj(x).view(B, T, G, D).transpose(1, 2)  # (B, G, T, D)
+        v = self.v_proj(x).view(B, T, G, D).transpose(1, 2)  # (B, G, T, D)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        offset = cache.length(layer_idx) if cache is not None else 0
+        if self.rope is not None:
+            if positions is None:
+                positions = torch.arange(offset, offset + T, device=x.device)  # (T,)
+            q, k = self.rope(q, k, positions)
+        if cache is not None:
+            k, v = cache.update(layer_idx, k, v)  # (B, G, S, D)
+        S = k.shape[2]
+        structural = None
+        if self.sliding_window is not None:
+            structural = sliding_window_mask(
+                T, S, window=self.sliding_window, causal=self.causal, device=x.device
+            )
+        elif self.causal:
+            structural = causal_mask(T, S, device=x.device)
+        if mask is not None:
+            _check_mask(mask, (B, H, T, S))
+        mask = combine_masks(structural, mask)
+        if self.alibi:
+            ab = self._alibi(T, S, x.device, q.dtype)
+            bias = ab if bias is None else bias + ab
+        result = scaled_dot_product_attention(
+            q, k, v, mask=mask, bias=bias, scale=self.scale, softcap=self.softcap,
+            dropout_p=self.dropout if self.training else 0.0, return_weights=return_weights,
+        )
+        out, weights = result if return_weights else (result, None)
+        out = self.o_proj(out.transpose(1, 2).reshape(B, T, H * D))  # (B, T, C)
+        return (out, weights) if return_weights else out
+
+
+@torch.no_grad()
+def gqa_from_mha(mha: MultiHeadAttention, n_kv_heads: int) -> MultiHeadAttention:
+    """Build a GQA layer from a trained MHA layer by mean-pooling its key/value heads.
+
+    The uptraining recipe of Ainslie et al. (2023): each group of ``H // G`` consecutive kv
+    heads is averaged into one; query and output projections are copied unchanged.
+    """
+    if not isinstance(mha, MultiHeadAttention):
+        raise TypeError(f"mha must be a MultiHeadAttention, got {type(mha).__name__}")
+    if mha.n_kv_heads != mha.n_heads:
+        raise ValueError(
+            f"mha must be plain multi-head (n_kv_heads == n_heads), got "
+            f"n_kv_heads={mha.n_kv_heads}, n_heads={mha.n_heads}"
+        )
+    if mha.alibi:
+        raise ValueError("gqa_from_mha does not support alibi layers yet; build the GQA layer by hand")
+    has_bias = mha.q_proj.bias is not None
+    gqa = MultiHeadAttention(
+        mha.d_model, mha.n_heads, n_kv_heads=n_kv_heads, head_dim=mha.head_dim, bias=has_bias,
+        rope=mha.rope, softcap=mha.softcap, sliding_window=mha.sliding_window,
+        dropout=mha.dropout, causal=mha.causal,
+        qk_norm=mha.qk_norm, scale=mha.scale,
+    ).to(device=mha.q_proj.weight.device, dtype=mha.q_proj.weight.dtype)
+    gqa.q_proj.load_state_dict(mha.q_proj.state_dict())
+    gqa.o_proj.load_state_dict(mha.o_proj.state_dict())
+    if mha.q_norm is not None:
+        gqa.q_norm.load_state_dict(mha.q_norm.state_dict())
+        gqa.k_norm.load_state_dict(mha.k_norm.state_dict())
+    r, D, C = mha.n_heads // n_kv_heads, mha.head_dim, mha.d_model
+    for name in ("k_proj", "v_proj"):
+        src, dst = getattr(mha, name), getattr(gqa, name)
+        w = src.weight.view(n_kv_heads, r, D, C).mean(dim=1)  # (G, D, C)
+        dst.weight.copy_(w.reshape(n_kv_heads * D, C))
+        if has_bias:
+            dst.bias.copy_(src.bias.view(n_kv_heads, r, D).mean(dim=1).reshape(-1))
+    return gqa

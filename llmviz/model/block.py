@@ -1,0 +1,200 @@
+"""The transformer block: attention and feed-forward sublayers, residuals, and where the norms go.
+
+With ``A`` the attention sublayer, ``F`` the feed-forward, ``N`` a norm (a fresh one each time
+it appears, except in parallel blocks, which share one) and ``a`` DeepNet's residual weight:
+
+=========  =========================================  =======================================
+placement  serial (GPT-2, Llama, ...)                  parallel (GPT-J, PaLM)
+=========  =========================================  =======================================
+post       h = N(x + A(x));     y = N(h + F(h))       y = N(x + A(x) + F(x))
+pre        h = x + A(N(x));     y = h + F(N(h))       y = x + A(N(x)) + F(N(x)), one N
+sandwich   h = x + N(A(N(x)));  y = h + N(F(N(h)))    y = x + N(A(N(x))) + N(F(N(x)))
+deepnorm   h = N(a x + A(x));   y = N(a h + F(h))     (not defined)
+=========  =========================================  =======================================
+
+Pre-norm and sandwich stacks need one final norm after the last block (the model adds it);
+post-norm and DeepNorm blocks already end with one. Post-LN is the original Transformer
+(Vaswani et al. 2017), pre-LN GPT-2 (Xiong et al. 2020 analyse it), sandwich is Gemma 2's
+pre+post norm, DeepNorm is Wang et al. 2022 ("DeepNet": ``a = (2N)^(1/4)`` for an N-layer
+decoder, and v/o/feed-forward weights initialised smaller by ``b = (8N)^(-1/4)``).
+
+Shape letters: B batch, T query length, S key length, H heads, C model dim.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .._checks import check_choice
+from ..attention.module import MultiHeadAttention
+from ..ffn import make_ffn
+from ..norm import make_norm
+from .config import (
+    FFNS,
+    NORMS,
+    PLACEMENTS,
+    ModelConfig,
+)
+
+__all__ = ["TransformerBlock"]
+
+
+class TransformerBlock(nn.Module):
+    """One decoder block (see the module docstring for the equations).
+
+    Args:
+        d_model: C.
+        n_heads: H.
+        n_kv_heads: G (default H).
+        head_dim: D (default C // H).
+        d_ff: feed-forward hidden width.
+        norm: norm kind for :func:`llmviz.norms.make_norm`.
+        norm_eps: its epsilon.
+        placement: ``"pre"``, ``"post"``, ``"sandwich"`` or ``"deepnorm"``.
+        parallel: attention and feed-forward read the same (normed) input and are summed.
+        ffn: feed-forward kind for :func:`llmviz.ffn.make_ffn`.
+        activation: its activation (None = the kind's default).
+        bias: biases in the feed-forward.
+        attn_bias: biases in the attention projections (default ``bias``).
+        rope: a rotary module shared by the layers, or None.
+        alibi: add ALiBi biases inside attention.
+        qk_norm: None, ``"rms"`` or ``"layer"``.
+        attn_softcap: Gemma 2 attention-score soft-cap.
+        attn_scale: attention score scale (default ``1 / sqrt(head_dim)``).
+        sliding_window: this layer's local window (None = global).
+        dropout: on attention weights and on each sublayer's output.
+        deepnorm_alpha: the residual weight ``a`` used when ``placement="deepnorm"``.
+
+    Submodules follow Hugging Face Llama where they can: ``self_attn`` (``q_proj`` ...),
+    ``mlp`` (``gate_proj``, ``up_proj``, ``down_proj``); norms are ``attn_norm`` and
+    ``ffn_norm`` (the pre- or post-norm of each sublayer; parallel blocks only have
+    ``attn_norm``), plus ``post_attn_norm`` and ``post_ffn_norm`` for the sandwich.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        *,
+        n_kv_heads: int | None = None,
+        head_dim: int | None = None,
+        d_ff: int,
+        norm: str = "rms",
+        norm_eps: float = 1e-5,
+        placement: str = "pre",
+        parallel: bool = False,
+        ffn: str = "swiglu",
+        activation: str | None = None,
+        bias: bool = False,
+        attn_bias: bool | None = None,
+        rope: nn.Module | None = None,
+        alibi: bool = False,
+        qk_norm: str | None = None,
+        attn_softcap: float | None = None,
+        attn_scale: float | None = None,
+        sliding_window: int | None = None,
+        dropout: float = 0.0,
+        deepnorm_alpha: float = 1.0,
+    ) -> None:
+        super().__init__()
+        check_choice(placement, "placement", PLACEMENTS)
+        check_choice(norm, "norm", NORMS)
+        check_choice(ffn, "ffn", FFNS)
+        if placement == "deepnorm" and parallel:
+            raise ValueError("placement='deepnorm' is defined for serial blocks only; use parallel=False")
+        self.placement, self.parallel = placement, parallel
+        self.alpha = float(deepnorm_alpha) if placement == "deepnorm" else 1.0
+        self.self_attn = MultiHeadAttention(
+            d_model, n_heads, n_kv_heads=n_kv_heads, head_dim=head_dim,
+            bias=bias if attn_bias is None else attn_bias, rope=rope, alibi=alibi,
+            qk_norm=qk_norm, softcap=attn_softcap, scale=attn_scale, sliding_window=sliding_window,
+            dropout=dropout,
+        )
+        self.mlp = make_ffn(ffn, d_model, d_ff, activation=activation, bias=bias)
+        self.attn_norm = make_norm(norm, d_model, eps=norm_eps)
+        self.ffn_norm = None if parallel else make_norm(norm, d_model, eps=norm_eps)
+        if placement == "sandwich":
+            self.post_attn_norm = make_norm(norm, d_model, eps=norm_eps)
+            self.post_ffn_norm = make_norm(norm, d_model, eps=norm_eps)
+        else:
+            self.post_attn_norm = self.post_ffn_norm = None
+        self.drop = nn.Dropout(dropout)
+
+    @classmethod
+    def from_config(
+        cls, config: ModelConfig, layer_idx: int = 0, *, rope: nn.Module | None = None
+    ) -> "TransformerBlock":
+        """The block ``layer_idx`` of a model built from ``config``."""
+        return cls(
+            config.d_model, config.n_heads, n_kv_heads=config.n_kv_heads,
+            head_dim=config.head_dim, d_ff=config.d_ff, norm=config.norm,
+            norm_eps=config.norm_eps, placement=config.placement, parallel=config.parallel,
+            ffn=config.ffn, activation=config.activation, bias=config.bias,
+            attn_bias=config.attn_bias, rope=rope, alibi=config.position == "alibi",
+            qk_norm=config.qk_norm, attn_softcap=config.attn_softcap, attn_scale=config.attn_scale,
+            sliding_window=config.window_for(layer_idx), dropout=config.dropout,
+            deepnorm_alpha=config.deepnorm_alpha,
+        )
+
+    def _attn(self, h: torch.Tensor, attn_kwargs: dict, return_weights: bool):
+        if return_weights:
+            return self.self_attn(h, return_weights=True, **attn_kwargs)
+        return self.self_attn(h, **attn_kwargs), None
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        *,
+        mask: torch.Tensor | None = None,
+        bias: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
+        cache=None,
+        layer_idx: int = 0,
+        return_weights: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """``x (B, T, C) -> (B, T, C)``, or ``(out, weights (B, H, T, S))`` if asked.
+
+        ``mask`` (bool, True = may attend), ``bias``, ``positions``, ``cache`` and
+        ``layer_idx`` are passed to :class:`llmviz.attention.MultiHeadAttention`.
+        """
+        kw = {"mask": mask, "bias": bias, "positions": positions, "cache": cache, "layer_idx": layer_idx}
+        p = self.placement
+        if self.parallel:
+            h = x if p == "post" else self.attn_norm(x)
+            a, weights = self._attn(h, kw, return_weights)
+            f = self.mlp(h)
+            if p == "sandwich":
+                a, f = self.post_attn_norm(a), self.post_ffn_norm(f)
+            y = x + self.drop(a) + self.drop(f)
+            if p == "post":
+                y = self.attn_norm(y)
+        elif p in ("post", "deepnorm"):
+            a, weights = self._attn(x, kw, return_weights)
+            h = self.attn_norm(self.alpha * x + self.drop(a))
+            y = self.ffn_norm(self.alpha * h + self.drop(self.mlp(h)))
+        else:  # pre, sandwich
+            a, weights = self._attn(self.attn_norm(x), kw, return_weights)
+            if p == "sandwich":
+                a = self.post_attn_norm(a)
+            h = x + self.drop(a)
+            f = self.mlp(self.ffn_norm(h))
+            if p == "sandwich":
+                f = self.post_ffn_norm(f)
+            y = h + self.drop(f)
+        return (y, weights) if return_weights else y
+
+    def deepnorm_init_(self, beta: float) -> None:
+        """Scale the value, output and feed-forward weights by ``beta`` (DeepNet init)."""
+        with torch.no_grad():
+            for lin in (self.self_attn.v_proj, self.self_attn.o_proj):
+                lin.weight.mul_(beta)
+            for name in ("gate_proj", "up_proj", "down_proj"):
+                lin = getattr(self.mlp, name, None)
+                if lin is not None:
+                    lin.weight.mul_(beta)
+
+    def extra_repr(self) -> str:
+        kind = "parallel" if self.parallel else "serial"
+        alpha = f", alpha={self.alpha:.3f}" if self.placement == "deepnorm" else ""
+        return f"placement={self.placement!r}, {kind}{alpha}"

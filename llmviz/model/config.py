@@ -1,0 +1,237 @@
+"""One frozen, typed configuration for every decoder-only model llmviz builds.
+
+A :class:`ModelConfig` says everything :class:`llmviz.models.DecoderLM` needs: sizes, the
+position scheme, the norm and where it sits, serial or parallel blocks, the feed-forward kind,
+and the stability tricks (QK-norm, soft-capping, z-loss). It is validated once, in
+``__post_init__``, so a model can never be built from an inconsistent config.
+
+Shape letters: B batch, T query length, S key length, H heads, G kv heads, D head dim,
+C model dim (``d_model``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..ffn import glu_hidden_size
+
+__all__ = [
+    "ModelConfig",
+    "POSITIONS",
+    "NORMS",
+    "PLACEMENTS",
+    "FFNS",
+    "ACTIVATIONS",
+    "QK_NORMS",
+]
+
+#: Position schemes: added once at the input (learned, sinusoidal) or inside attention (rope, alibi).
+POSITIONS = ("none", "learned", "sinusoidal", "rope", "alibi")
+#: Norm kinds understood by :func:`llmviz.norms.make_norm`.
+NORMS = ("layer", "layer_nobias", "rms", "rms_gemma")
+#: Where the norms sit in a block (see :class:`llmviz.blocks.TransformerBlock`).
+PLACEMENTS = ("pre", "post", "sandwich", "deepnorm")
+#: Feed-forward kinds understood by :func:`llmviz.ffn.make_ffn`.
+FFNS = ("mlp", "swiglu", "geglu", "reglu")
+#: Activations: of the plain MLP, or of the gate branch of a GLU (None = the kind's default).
+ACTIVATIONS = (None, "relu", "gelu", "gelu_tanh", "silu", "relu2")
+#: Per-head norm applied to queries and keys before the dot product.
+QK_NORMS = (None, "rms", "layer")
+_ROPE_LAYOUTS = ("half", "interleaved")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Hyper-parameters of a decoder-only language model.
+
+    ``None`` fields are resolved in ``__post_init__`` (``n_kv_heads`` -> ``n_heads``,
+    ``head_dim`` -> ``d_model // n_heads``, ``d_ff`` -> 4 C for an MLP or the 2/3 rule for a GLU),
+    so a built config is always concrete. Use :meth:`replace` to derive variants.
+    """
+
+    # --- sizes ------------------------------------------------------------------------------
+    vocab_size: int = 256  # number of token ids (256: the byte tokenizer of llmviz.data)
+    d_model: int = 64  # C, width of the residual stream
+    n_layers: int = 2  # number of transformer blocks (depth)
+    n_heads: int = 4  # H, query heads per attention layer
+    n_kv_heads: int | None = None  # G, key/value heads: H = MHA, 1 = MQA, in between = GQA
+    head_dim: int | None = None  # D, width of one head; None -> d_model // n_heads
+    d_ff: int | None = None  # hidden width of the feed-forward; None -> 4C (MLP) or 2/3 of 4C (GLU)
+    max_seq_len: int = 256  # longest sequence (learned positions have exactly this many rows)
+    # --- position -----------------------------------------------------------------------------
+    position: str = "rope"  # one of POSITIONS
+    rope_base: float = 10000.0  # RoPE theta (Llama 2: 1e4, Llama 3: 5e5)
+    rope_scaling: Any = None  # llmviz.position.rope.RopeScaling or None (context extension)
+    rope_layout: str = "half"  # "half" (GPT-NeoX/Llama, rotate-half) or "interleaved" (GPT-J)
+    rotary_dim: int | None = None  # partial rotary: rotate only the first rotary_dim dims of a head
+    # --- normalisation ------------------------------------------------------------------------
+    norm: str = "rms"  # one of NORMS ("rms_gemma" scales by 1 + weight; "layer_nobias": PaLM, OLMo)
+    norm_eps: float = 1e-5  # epsilon inside the square root
+    placement: str = "pre"  # one of PLACEMENTS
+    embed_norm: bool = False  # a norm right after the token embedding (BLOOM's stability trick)
+    # --- block --------------------------------------------------------------------------------
+    parallel: bool = False  # GPT-J/PaLM: y = x + Attn(N(x)) + FFN(N(x)) with one shared norm
+    ffn: str = "swiglu"  # one of FFNS
+    activation: str | None = None  # None: the ffn kind's own (mlp gelu, swiglu silu, geglu gelu, reglu relu)
+    bias: bool = False  # biases in the feed-forward (and attention, unless attn_bias says otherwise)
+    attn_bias: bool | None = None  # biases in q/k/v/o projections; None -> same as bias
+    tie_embeddings: bool = True  # lm_head shares the token-embedding matrix
+    embed_scale: bool = False  # multiply token embeddings by sqrt(C) (Gemma)
+    # --- attention ----------------------------------------------------------------------------
+    qk_norm: str | None = None  # None, "rms" or "layer": per-head norm on q and k (OLMo 2, Gemma 3)
+    attn_softcap: float | None = None  # scores -> cap * tanh(scores / cap) (Gemma 2: 50)
+    query_pre_attn_scalar: float | None = None  # scores scaled by its -1/2 power (Gemma 2); None: head_dim
+    sliding_window: int | None = None  # each query sees at most this many most recent keys
+    global_every: int | None = None  # with sliding_window: every k-th layer attends globally
+    # --- output and training ------------------------------------------------------------------
+    final_softcap: float | None = None  # logits -> cap * tanh(logits / cap) (Gemma 2: 30)
+    z_loss_weight: float = 0.0  # loss += w * mean(logsumexp(logits)^2) (PaLM: 1e-4)
+    dropout: float = 0.0  # dropout on attention weights and sublayer outputs
+    init_std: float = 0.02  # std of the normal initialisation of every weight matrix
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "d_model", "n_layers", "n_heads", "max_seq_len"):
+            _positive_int(getattr(self, name), name)
+        if self.n_kv_heads is None:
+            object.__setattr__(self, "n_kv_heads", self.n_heads)
+        _positive_int(self.n_kv_heads, "n_kv_heads")
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(
+                f"n_heads ({self.n_heads}) must be divisible by n_kv_heads ({self.n_kv_heads}); "
+                "each key/value head serves a whole group of query heads"
+            )
+        if self.head_dim is None:
+            if self.d_model % self.n_heads:
+                raise ValueError(
+                    f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}), "
+                    "or give head_dim explicitly"
+                )
+            object.__setattr__(self, "head_dim", self.d_model // self.n_heads)
+        _positive_int(self.head_dim, "head_dim")
+        _choice(self.position, "position", POSITIONS)
+        _choice(self.norm, "norm", NORMS)
+        _choice(self.placement, "placement", PLACEMENTS)
+        _choice(self.ffn, "ffn", FFNS)
+        _choice(self.activation, "activation", ACTIVATIONS)
+        _choice(self.qk_norm, "qk_norm", QK_NORMS)
+        _choice(self.rope_layout, "rope_layout", _ROPE_LAYOUTS)
+        if self.d_ff is None:
+            d_ff = 4 * self.d_model if self.ffn == "mlp" else glu_hidden_size(self.d_model, multiple_of=8)
+            object.__setattr__(self, "d_ff", d_ff)
+        _positive_int(self.d_ff, "d_ff")
+        if self.attn_bias is None:
+            object.__setattr__(self, "attn_bias", self.bias)
+        if self.rotary_dim is not None:
+            if self.position != "rope":
+                raise ValueError(
+                    f"rotary_dim ({self.rotary_dim}) only applies to position='rope', "
+                    f"got position={self.position!r}"
+                )
+            if not (0 < self.rotary_dim <= self.head_dim) or self.rotary_dim % 2:
+                raise ValueError(
+                    f"rotary_dim ({self.rotary_dim}) must be even and in (0, head_dim={self.head_dim}]"
+                )
+        if self.position == "rope" and self.head_dim % 2:
+            raise ValueError(f"RoPE rotates pairs of dims: head_dim ({self.head_dim}) must be even")
+        if self.rope_scaling is not None and self.position != "rope":
+            raise ValueError(
+                f"rope_scaling is set but position={self.position!r}; it only applies to 'rope'"
+            )
+        _positive(self.rope_base, "rope_base")
+        _positive(self.norm_eps, "norm_eps")
+        _positive(self.init_std, "init_std")
+        for name in ("attn_softcap", "final_softcap", "query_pre_attn_scalar"):
+            if getattr(self, name) is not None:
+                _positive(getattr(self, name), name)
+        if self.sliding_window is not None:
+            _positive_int(self.sliding_window, "sliding_window")
+        if self.global_every is not None:
+            _positive_int(self.global_every, "global_every")
+            if self.sliding_window is None:
+                raise ValueError(
+                    f"global_every ({self.global_every}) needs sliding_window: it says which "
+                    "layers skip the window"
+                )
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.z_loss_weight < 0:
+            raise ValueError(f"z_loss_weight must be >= 0, got {self.z_loss_weight}")
+        if self.placement == "deepnorm" and self.parallel:
+            raise ValueError(
+                "placement='deepnorm' is defined for serial blocks only; use parallel=False"
+            )
+
+    # ------------------------------------------------------------------------- derived values
+    @property
+    def n_rep(self) -> int:
+        """Query heads per key/value head (H / G)."""
+        return self.n_heads // self.n_kv_heads
+
+    @property
+    def has_final_norm(self) -> bool:
+        """Pre-norm and sandwich stacks end with one more norm; post-norm stacks already do."""
+        return self.placement in ("pre", "sandwich")
+
+    @property
+    def deepnorm_alpha(self) -> float:
+        """DeepNet residual up-weighting for a decoder-only stack of N layers: (2N)^(1/4)."""
+        return (2 * self.n_layers) ** 0.25
+
+    @property
+    def deepnorm_beta(self) -> float:
+        """DeepNet init down-scaling of v/o and feed-forward weights: (8N)^(-1/4)."""
+        return (8 * self.n_layers) ** -0.25
+
+    @property
+    def attn_scale(self) -> float | None:
+        """Scale of ``q @ k^T``: ``query_pre_attn_scalar ** -0.5`` if set, else None (1/sqrt(D))."""
+        return None if self.query_pre_attn_scalar is None else self.query_pre_attn_scalar ** -0.5
+
+    def window_for(self, layer_idx: int) -> int | None:
+        """The sliding window of layer ``layer_idx`` (None = global attention)."""
+        if self.sliding_window is None:
+            return None
+        if self.global_every is not None and layer_idx % self.global_every == self.global_every - 1:
+            return None
+        return self.sliding_window
+
+    def replace(self, **changes: Any) -> "ModelConfig":
+        """A copy with ``changes`` applied and validated again.
+
+        Derived fields (``n_kv_heads``, ``head_dim``, ``d_ff``, ``attn_bias``) that held their
+        automatic value are recomputed unless given, so ``cfg.replace(d_model=128)`` scales the
+        feed-forward too; explicitly set values (Gemma's head_dim) are kept.
+        """
+        base = asdict(self)
+        auto_ff = 4 * self.d_model if self.ffn == "mlp" else glu_hidden_size(self.d_model, multiple_of=8)
+        if self.head_dim * self.n_heads == self.d_model:
+            base["head_dim"] = None
+        if self.d_ff == auto_ff:
+            base["d_ff"] = None
+        if self.attn_bias == self.bias:
+            base["attn_bias"] = None
+        if self.n_kv_heads == self.n_heads:
+            base["n_kv_heads"] = None
+        base["rope_scaling"] = self.rope_scaling
+        base.update(changes)
+        return ModelConfig(**base)
+
+
+def _positive_int(value: Any, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
+    if value <= 0:
+        raise ValueError(f"{name} must be a positive int, got {value}")
+
+
+def _positive(value: Any, name: str) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    if value <= 0:
+        raise ValueError(f"{name} must be positive, got {value}")
+
+
+def _choice(value: Any, name: str, choices: tuple) -> None:
+    if value not in choices:
+        raise ValueError(f"{name}={value!r} is not supported; choose one of {choices}")

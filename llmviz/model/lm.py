@@ -1,0 +1,216 @@
+"""A decoder-only language model built from a :class:`~llmviz.model.config.ModelConfig`.
+
+``DecoderLM`` = token embedding (+ learned or sinusoidal positions, added ONCE at the input;
+RoPE and ALiBi live inside attention) -> ``n_layers`` :class:`~llmviz.blocks.TransformerBlock`
+-> final norm (pre-norm and sandwich stacks) -> ``lm_head`` (optionally tied to the embedding)
+-> optional final-logit soft-cap.
+
+Conventions:
+    * ``attention_mask`` follows Hugging Face: ``(B, S)`` with 1 = real token, 0 = padding,
+      covering the cached tokens too (S = cached + T). Internally it becomes a boolean mask,
+      True = may attend.
+    * ``labels`` follow Hugging Face too: same shape as ``input_ids``, shifted inside (position
+      t predicts label t + 1), ``-100`` ignored. The loss is cross-entropy plus
+      ``z_loss_weight * mean(logsumexp(logits) ** 2)`` (PaLM's z-loss, Chowdhery et al. 2022).
+    * ``positions`` default to ``cache length + arange(T)``.
+
+Shape letters: B batch, T query length, S key length, H heads, C model dim, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .._checks import check_tensor
+from ..attention.kv_cache import KVCache
+from ..attention.masks import padding_mask
+from ..norm import make_norm
+from .block import TransformerBlock
+from .config import ModelConfig
+
+__all__ = ["LMOutput", "DecoderLM", "softcap"]
+
+
+@dataclass
+class LMOutput:
+    """What :meth:`DecoderLM.forward` returns.
+
+    Attributes:
+        logits: ``(B, T, V)``.
+        loss: scalar when ``labels`` were given, else None.
+        weights: per-layer attention weights ``(B, H, T, S)`` when asked for, else None.
+        cache: the :class:`~llmviz.kv_cache.KVCache` passed in (now extended), or None.
+    """
+
+    logits: torch.Tensor
+    loss: torch.Tensor | None = None
+    weights: list[torch.Tensor] | None = None
+    cache: KVCache | None = None
+
+
+def softcap(x: torch.Tensor, cap: float) -> torch.Tensor:
+    """``cap * tanh(x / cap)``: smooth clipping into ``(-cap, cap)`` (Gemma 2)."""
+    return cap * torch.tanh(x / cap)
+
+
+class DecoderLM(nn.Module):
+    """A decoder-only transformer language model.
+
+    Args:
+        config: every hyper-parameter; see :class:`~llmviz.config.ModelConfig`.
+
+    Submodules: ``embed_tokens``, ``embed_positions`` (learned/sinusoidal, else None),
+    ``embed_norm`` (BLOOM, else None), ``layers`` (``nn.ModuleList`` of blocks), ``norm``
+    (final norm, else None), ``lm_head``.
+    """
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        if not isinstance(config, ModelConfig):
+            raise TypeError(f"config must be a ModelConfig, got {type(config).__name__}")
+        self.config = c = config
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.d_model)
+        self.embed_positions = self._position_embedding(c)
+        self.embed_norm = make_norm(c.norm, c.d_model, eps=c.norm_eps) if c.embed_norm else None
+        self.drop = nn.Dropout(c.dropout)
+        rope = None
+        if c.position == "rope":
+            from ..position.rope import RotaryEmbedding
+
+            rope = RotaryEmbedding(
+                c.head_dim, base=c.rope_base, layout=c.rope_layout, rotary_dim=c.rotary_dim,
+                scaling=c.rope_scaling,
+            )
+        self.layers = nn.ModuleList(
+            TransformerBlock.from_config(c, i, rope=rope) for i in range(c.n_layers)
+        )
+        self.norm = make_norm(c.norm, c.d_model, eps=c.norm_eps) if c.has_final_norm else None
+        self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
+        self.reset_parameters()
+        if c.tie_embeddings:
+            self.lm_head.weight = self.embed_tokens.weight
+
+    @staticmethod
+    def _position_embedding(c: ModelConfig) -> nn.Module | None:
+        if c.position == "learned":
+            from ..position.learned import LearnedPositionalEmbedding
+
+            return LearnedPositionalEmbedding(c.max_seq_len, c.d_model)
+        if c.position == "sinusoidal":
+            from ..position.sinusoidal import SinusoidalPositionalEmbedding
+
+            return SinusoidalPositionalEmbedding(c.d_model)
+        return None
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """Normal(0, init_std) weights, zero biases; residual output projections (``o_proj``,
+        ``down_proj``) get ``init_std / sqrt(2 n_layers)`` (GPT-2); DeepNorm stacks then scale
+        v/o/feed-forward weights by beta. Norm weights keep their own initialisation."""
+        c = self.config
+        for name, module in self.named_modules():
+            if isinstance(module, nn.Linear):
+                std = c.init_std
+                if name.endswith(("o_proj", "down_proj")):
+                    std = c.init_std / math.sqrt(2 * c.n_layers)
+                nn.init.normal_(module.weight, std=std)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                nn.init.normal_(module.weight, std=c.init_std)
+        if c.placement == "deepnorm":
+            for block in self.layers:
+                block.deepnorm_init_(c.deepnorm_beta)
+
+    def new_cache(self) -> KVCache:
+        """An empty KV cache for :meth:`forward` / :func:`generate`."""
+        return KVCache()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        *,
+        positions: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        cache: KVCache | None = None,
+        return_weights: bool = False,
+        labels: torch.Tensor | None = None,
+    ) -> LMOutput:
+        """Logits for ``input_ids`` ``(B, T)`` (see the module docstring for conventions).
+
+        Args:
+            input_ids: ``(B, T)`` long token ids.
+            positions: ``(T,)`` or ``(B, T)`` absolute positions (default: after the cache).
+            attention_mask: ``(B, S)`` HF convention, 1 = keep, 0 = padding.
+            cache: a KV cache to read and extend (decode one token at a time with it).
+            return_weights: also return every layer's attention weights ``(B, H, T, S)``.
+            labels: ``(B, T)`` targets, shifted inside; ``-100`` = ignore.
+        """
+        c = self.config
+        check_tensor(input_ids, "input_ids", ndim=2)
+        if input_ids.dtype not in (torch.long, torch.int, torch.int32):
+            raise TypeError(f"input_ids must be integer token ids, got dtype {input_ids.dtype}")
+        B, T = input_ids.shape
+        offset = cache.length(0) if cache is not None else 0
+        if positions is None:
+            positions = torch.arange(offset, offset + T, device=input_ids.device)  # (T,)
+        if c.position == "learned" and int(positions.max()) >= c.max_seq_len:
+            raise ValueError(
+                f"position {int(positions.max())} is past max_seq_len ({c.max_seq_len}) of the "
+                "learned position table; use a shorter input or a larger max_seq_len"
+            )
+        x = self.embed_tokens(input_ids)  # (B, T, C)
+        if c.embed_scale:
+            x = x * torch.tensor(math.sqrt(c.d_model), dtype=x.dtype)
+        if self.embed_positions is not None:
+            x = x + self.embed_positions(positions).to(x.dtype)
+        if self.embed_norm is not None:
+            x = self.embed_norm(x)
+        x = self.drop(x)
+        mask = None
+        if attention_mask is not None:
+            check_tensor(attention_mask, "attention_mask", ndim=2)
+            if attention_mask.shape != (B, offset + T):
+                raise ValueError(
+                    f"attention_mask has shape {tuple(attention_mask.shape)}, expected "
+                    f"(B, cached + T) = ({B}, {offset + T}): it covers cached tokens too"
+                )
+            mask = padding_mask(attention_mask)  # (B, 1, 1, S), True = may attend
+        weights = [] if return_weights else None
+        for i, layer in enumerate(self.layers):
+            out = layer(x, mask=mask, positions=positions, cache=cache, layer_idx=i,
+                        return_weights=return_weights)
+            if return_weights:
+                x, w = out
+                weights.append(w)
+            else:
+                x = out
+        if self.norm is not None:
+            x = self.norm(x)
+        logits = self.lm_head(x)  # (B, T, V)
+        if c.final_softcap is not None:
+            logits = softcap(logits, c.final_softcap)
+        loss = None if labels is None else self.loss(logits, labels)
+        return LMOutput(logits=logits, loss=loss, weights=weights, cache=cache)
+
+    def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Next-token cross-entropy (labels shifted by one inside) plus the z-loss term."""
+        check_tensor(labels, "labels", ndim=2)
+        if labels.shape != logits.shape[:2]:
+            raise ValueError(
+                f"labels {tuple(labels.shape)} must match input_ids {tuple(logits.shape[:2])}"
+            )
+        pred = logits[:, :-1].float()  # (B, T-1, V)
+        target = labels[:, 1:]  # (B, T-1)
+        loss = F.cross_entropy(pred.reshape(-1, pred.shape[-1]), target.reshape(-1), ignore_index=-100)
+        w = self.config.z_loss_weight
+        if w > 0:
+            keep = target != -100
+            z = torch.logsumexp(pred, dim=-1)[keep]  # log partition function per kept token
+            loss = loss + w * (z**2).mean()
+        return loss

@@ -1,0 +1,107 @@
+"""Normalisation: model norms (:mod:`.layer`) and sequence norms (:mod:`.sequence`), one registry.
+
+Layers for sequences: LayerNorm, RMSNorm, BatchNorm, GroupNorm, InstanceNorm.
+
+Every norm here takes activations of shape ``(B, T, C)`` (LayerNorm and RMSNorm accept any
+leading dimensions, ``(..., C)``, so they also serve as per-head QK-norm on ``(B, H, T, D)``).
+They differ only in *which axes the statistics are taken over*:
+
+============  =========================  ==========================================
+norm          statistics over            one mean/variance per
+============  =========================  ==========================================
+LayerNorm     C                          token ``(b, t)``
+RMSNorm       C (no mean subtracted)     token ``(b, t)``
+BatchNorm     B and T                    channel ``c`` (running averages for eval)
+GroupNorm     T and a group of C/G chans sequence and group ``(b, g)``
+InstanceNorm  T                          sequence and channel ``(b, c)``
+============  =========================  ==========================================
+
+GroupNorm with one group normalises a whole sequence at once; with ``G = C`` groups it is
+InstanceNorm: it sits between the two.
+
+Conventions:
+    * ``eps`` is added to the variance (or mean square) *inside* the square root:
+      ``(x - mean) / sqrt(var + eps)``, as in torch and Hugging Face models.
+    * Variances used for normalising are biased (divide by n); BatchNorm's running variance
+      uses the unbiased estimate, as torch does.
+    * Padding masks are ``(B, T)`` with True (or 1) = a real token, the Hugging Face
+      ``attention_mask`` convention. Padded positions never enter the statistics; their
+      outputs are normalised with the same statistics and carry no meaning.
+    * The pure functions compute in at least float32 and cast back, like Hugging Face Llama.
+
+References:
+    Ba et al. 2016, "Layer Normalization"; Zhang & Sennrich 2019, "Root Mean Square Layer
+    Normalization"; Ioffe & Szegedy 2015, "Batch Normalization"; Wu & He 2018, "Group
+    Normalization"; Ulyanov et al. 2016, "Instance Normalization".
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from .._checks import check_choice
+from ._common import check_eps
+from .layer import LayerNorm, RMSNorm, layer_norm, rms_norm
+from .sequence import (
+    BatchNormSeq,
+    GroupNormSeq,
+    InstanceNormSeq,
+    batch_norm,
+    group_norm,
+    instance_norm,
+)
+
+__all__ = [
+    "layer_norm",
+    "rms_norm",
+    "batch_norm",
+    "group_norm",
+    "instance_norm",
+    "LayerNorm",
+    "RMSNorm",
+    "BatchNormSeq",
+    "GroupNormSeq",
+    "InstanceNormSeq",
+    "make_norm",
+    "NORM_KINDS",
+    "MODEL_NORMS",
+]
+
+#: The registry: every name :func:`make_norm` accepts.
+NORM_KINDS = ("layer", "layer_nobias", "rms", "rms_gemma", "batch", "group", "instance", "none")
+#: The kinds a model's blocks can use (per-token norms; the sequence norms mix tokens).
+MODEL_NORMS = ("layer", "layer_nobias", "rms", "rms_gemma")
+
+
+def make_norm(kind: str, d: int, *, eps: float | None = None, **kwargs) -> nn.Module:
+    """Build a norm by name (used by blocks and for per-head QK-norm).
+
+    Args:
+        kind: one of :data:`NORM_KINDS`: ``"layer"``, ``"layer_nobias"``, ``"rms"``,
+            ``"rms_gemma"`` (1 + weight), ``"batch"``, ``"group"`` (pass ``n_groups=``),
+            ``"instance"``, ``"none"`` (identity).
+        d: feature size C.
+        eps: overrides the class default when given.
+        **kwargs: passed to the class (e.g. ``fused=False``, ``n_groups=4``, ``momentum``).
+    """
+    check_choice(kind, "norm kind", NORM_KINDS)
+    if eps is not None:
+        check_eps(eps)
+        kwargs["eps"] = eps
+    if kind == "layer":
+        return LayerNorm(d, **kwargs)
+    if kind == "layer_nobias":
+        return LayerNorm(d, bias=False, **kwargs)
+    if kind == "rms":
+        return RMSNorm(d, **kwargs)
+    if kind == "rms_gemma":
+        return RMSNorm(d, unit_offset=True, **kwargs)
+    if kind == "batch":
+        return BatchNormSeq(d, **kwargs)
+    if kind == "group":
+        if "n_groups" not in kwargs:
+            raise ValueError("make_norm('group', ...) needs n_groups=, e.g. n_groups=4")
+        return GroupNormSeq(d, kwargs.pop("n_groups"), **kwargs)
+    if kind == "instance":
+        return InstanceNormSeq(d, **kwargs)
+    return nn.Identity()

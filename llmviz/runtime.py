@@ -1,0 +1,212 @@
+"""Where and how a chapter runs: device, size setting, thread policy, source display, set-up.
+
+* :func:`device` picks CUDA, then Apple MPS, then the CPU.
+* :func:`run_size` reads the size setting ``LLMVIZ_SCALE`` (``"cpu"``, the default, or
+  ``"full"``); :func:`pick` chooses a value by it (``pick(cpu=200, full=5000)``).
+* :func:`setup_notebook` is the one call at the top of every chapter: seeds, thread policy,
+  and (during the book build only) plotly output the static site can show.
+* :func:`threads` is the one place the torch thread count is changed for a block of code.
+* :func:`show_source` displays a library function's source in a notebook.
+
+Nothing here has side effects at import time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import platform
+import random
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import torch
+
+from ._checks import check_positive_int
+
+__all__ = [
+    "device",
+    "run_size",
+    "pick",
+    "show_source",
+    "setup_notebook",
+    "NotebookInfo",
+    "in_book_build",
+    "threads",
+]
+
+_SCALES = ("cpu", "full")
+
+
+def device() -> torch.device:
+    """The best device present: CUDA, then Apple MPS, then the CPU."""
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def run_size() -> str:
+    """The experiment size from ``LLMVIZ_SCALE``: ``"cpu"`` (default) or ``"full"``.
+
+    ``"cpu"`` runs every notebook in under 90 s on a 2-core CPU; ``"full"`` runs the real-size
+    experiments and is meant for a GPU.
+    """
+    value = os.environ.get("LLMVIZ_SCALE", "cpu").strip().lower() or "cpu"
+    if value not in _SCALES:
+        raise ValueError(
+            f"LLMVIZ_SCALE={value!r} is not a known size; use one of {_SCALES} "
+            "(unset means 'cpu')"
+        )
+    return value
+
+
+def pick(cpu: Any, full: Any) -> Any:
+    """Return ``cpu`` or ``full`` according to :func:`run_size` (``pick(cpu=200, full=5000)``)."""
+    return full if run_size() == "full" else cpu
+
+
+def show_source(obj: Any) -> Any:
+    """Display the source of a library function or class, syntax-highlighted, in a notebook.
+
+    Returns an object that renders as highlighted HTML in Jupyter and as plain text elsewhere;
+    nothing is printed.
+    """
+    source = inspect.getsource(obj)
+    module = inspect.getmodule(obj)
+    where = f"{module.__name__}.{obj.__qualname__}" if module else obj.__qualname__
+    return _Source(where, source)
+
+
+class _Source:
+    def __init__(self, where: str, source: str) -> None:
+        self.where = where
+        self.source = source
+
+    def __repr__(self) -> str:
+        return f"# {self.where}\n{self.source}"
+
+    def _repr_html_(self) -> str:
+        try:
+            from pygments import highlight
+            from pygments.formatters import HtmlFormatter
+            from pygments.lexers import PythonLexer
+        except ImportError:  # pragma: no cover - pygments ships with IPython
+            import html
+
+            return f"<pre>{html.escape(repr(self))}</pre>"
+        formatter = HtmlFormatter(noclasses=True, style="default")
+        body = highlight(self.source, PythonLexer(), formatter)
+        return (
+            f'<div class="llmviz-source"><p><code>{self.where}</code></p>{body}</div>'
+        )
+
+
+_RENDERER = "llmviz_book"
+
+
+def in_book_build() -> bool:
+    """True while the book's Sphinx build is executing this kernel (``LLMVIZ_BUILD`` is set)."""
+    return bool(os.environ.get("LLMVIZ_BUILD"))
+
+
+@dataclass(frozen=True)
+class NotebookInfo:
+    """What a chapter runs on; shown under the set-up cell."""
+
+    llmviz: str
+    torch: str
+    python: str
+    device: torch.device
+    scale: str
+    seed: int
+    threads: int
+
+    def __repr__(self) -> str:
+        return (
+            f"llmviz {self.llmviz} · torch {self.torch} · python {self.python} · "
+            f"device {self.device} · LLMVIZ_SCALE={self.scale} · seed {self.seed} · "
+            f"{self.threads} CPU thread(s)"
+        )
+
+
+def _register_book_renderer() -> None:
+    import plotly.io as pio
+    from plotly.io.base_renderers import MimetypeRenderer
+
+    class _BookHTML(MimetypeRenderer):
+        def to_mimebundle(self, fig_dict):
+            html = pio.to_html(
+                fig_dict, include_plotlyjs=False, full_html=False, validate=False,
+                config={"displaylogo": False, "responsive": True},
+            )
+            return {"text/html": html}
+
+    pio.renderers[_RENDERER] = _BookHTML()
+    pio.renderers.default = _RENDERER
+
+
+def setup_notebook(seed: int = 0, *, cpu_threads: int | None = 1) -> NotebookInfo:
+    """Seed Python and torch, and configure figures for where the notebook runs.
+
+    Args:
+        seed: seed for Python's and torch's generators.
+        cpu_threads: torch intra-op threads when the chapter runs at the CPU size
+            (``LLMVIZ_SCALE=cpu``, the default). The book's models are tiny: splitting each small
+            matrix product over cores costs more than it saves (measured several times slower
+            with 2 threads on a busy 2-core machine). ``None`` leaves torch's default; at
+            ``LLMVIZ_SCALE=full`` torch's default is always kept.
+
+    Returns a :class:`NotebookInfo` (versions, device, size knob, threads) to show under the cell.
+    """
+    from . import __version__
+
+    if cpu_threads is not None and (not isinstance(cpu_threads, int) or cpu_threads < 1):
+        raise ValueError(f"cpu_threads must be a positive int or None, got {cpu_threads!r}")
+    random.seed(seed)
+    torch.manual_seed(seed)
+    if cpu_threads is not None and run_size() == "cpu":
+        torch.set_num_threads(cpu_threads)
+    if in_book_build():
+        _register_book_renderer()
+    try:  # crisp inline matplotlib figures in any Jupyter front end
+        from matplotlib_inline.backend_inline import set_matplotlib_formats
+
+        set_matplotlib_formats("png")
+    except ImportError:  # pragma: no cover
+        pass
+    import matplotlib as mpl
+
+    mpl.rcParams["figure.dpi"] = 110
+    return NotebookInfo(
+        llmviz=__version__,
+        torch=torch.__version__,
+        python=platform.python_version(),
+        device=device(),
+        scale=run_size(),
+        seed=seed,
+        threads=torch.get_num_threads(),
+    )
+
+
+@contextlib.contextmanager
+def threads(n: int | None) -> Iterator[int]:
+    """Run a block with ``n`` torch intra-op threads, then restore the previous count.
+
+    ``None`` leaves the count as it is. Yields the count in force inside the block::
+
+        with lv.threads(1):
+            ...  # a measurement on one core
+    """
+    if n is not None:
+        check_positive_int(n, "n")
+    before = torch.get_num_threads()
+    if n is not None:
+        torch.set_num_threads(n)
+    try:
+        yield torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)

@@ -1,0 +1,137 @@
+"""Parameter counts (closed form vs numel), FLOPs, KV-cache bytes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from llmviz.analysis import (
+    count_parameters,
+    flops_per_token,
+    gpt2_layer_params,
+    kv_cache_bytes,
+    kv_cache_bytes_for,
+    layer_params,
+)
+from llmviz.model import DecoderLM
+from llmviz.model.config import ModelConfig
+from llmviz.model.presets import PRESETS, preset
+
+
+@pytest.mark.parametrize("d", [8, 32, 48, 96])
+def test_gpt2_layer_closed_form_vs_numel(d):
+    block = DecoderLM(preset("gpt2", d_model=d, n_heads=4, n_layers=1)).layers[0]
+    assert gpt2_layer_params(d) == sum(p.numel() for p in block.parameters())
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    name=st.sampled_from(list(PRESETS)),
+    d=st.sampled_from([32, 48, 64]),
+    layers=st.integers(1, 3),
+    qk=st.sampled_from([None, "rms", "layer"]),
+    tie=st.booleans(),
+)
+def test_closed_form_equals_numel_by_component(name, d, layers, qk, tie):
+    c = preset(name, d_model=d, n_layers=layers, qk_norm=qk, tie_embeddings=tie,
+               **({"head_dim": 8} if name == "gemma2" else {}))
+    m = DecoderLM(c)
+    a, b = count_parameters(c), count_parameters(m)
+    assert a == b
+    assert a["total"] == sum(p.numel() for p in m.parameters())  # tied weights once
+    assert a["total"] == a["embeddings"] + a["non_embedding"]
+    assert sum(a["per_layer"]) + a["embeddings"] + a["by_component"]["lm_head"] <= a["total"]
+
+
+def test_gqa_shrinks_only_kv_projections():
+    mha, gqa = ModelConfig(n_heads=8, n_kv_heads=8), ModelConfig(n_heads=8, n_kv_heads=2)
+    diff = layer_params(mha)["attention"] - layer_params(gqa)["attention"]
+    assert diff == 2 * 64 * (8 - 2) * 8  # two projections, C x (H - G) D fewer
+
+
+def test_flops_about_six_n():
+    c = preset("llama2", "7b")
+    n = count_parameters(c)["non_embedding"]
+    short = flops_per_token(c, seq_len=1)
+    assert short / (6 * n) == pytest.approx(1.0, rel=0.05)  # the lm_head adds ~2 %
+    assert flops_per_token(c, training=False, seq_len=1) == pytest.approx(short / 3)
+    # the attention term grows linearly with context
+    f1, f2, f3 = (flops_per_token(c, seq_len=t) for t in (1024, 2048, 3072))
+    assert f3 - f2 == pytest.approx(f2 - f1, rel=1e-9)
+    assert flops_per_token(c, seq_len=4096, causal=False) > flops_per_token(c, seq_len=4096)
+
+
+def test_sliding_window_caps_attention_flops_and_cache():
+    c = preset("mistral", "7b")
+    full = c.replace(sliding_window=None)
+    assert flops_per_token(c, seq_len=32768) < flops_per_token(full, seq_len=32768)
+    assert kv_cache_bytes_for(c, 32768) == kv_cache_bytes_for(full, 4096)
+
+
+def test_kv_cache_formula_matches_real_cache(gen):
+    c = ModelConfig(n_layers=3, n_heads=4, n_kv_heads=2)
+    m = DecoderLM(c).eval()
+    cache = m.new_cache()
+    with torch.no_grad():
+        m(torch.randint(0, 256, (2, 10), generator=gen), cache=cache)
+    assert cache.nbytes() == kv_cache_bytes(n_layers=3, n_kv_heads=2, head_dim=16, seq_len=10,
+                                            batch=2, bytes_per_el=4)
+    assert kv_cache_bytes_for(c, 10, batch=2, bytes_per_el=4) == cache.nbytes()
+
+
+def test_mha_cache_is_2_n_dmodel_per_layer():
+    # ERRATA 001: MHA stores 2 * T * H * D = 2 * T * C numbers per layer
+    b = kv_cache_bytes(n_layers=1, n_kv_heads=32, head_dim=128, seq_len=100, bytes_per_el=1)
+    assert b == 2 * 100 * 4096
+
+
+def test_errors():
+    with pytest.raises(TypeError, match="nn.Module or a ModelConfig"):
+        count_parameters("llama")
+    with pytest.raises(ValueError, match="seq_len must be positive"):
+        flops_per_token(ModelConfig(), seq_len=0)
+    with pytest.raises(TypeError, match="config must be a ModelConfig"):
+        flops_per_token({"d_model": 4})
+    with pytest.raises(ValueError, match="n_kv_heads must be positive"):
+        kv_cache_bytes(n_layers=1, n_kv_heads=0, head_dim=4, seq_len=4)
+
+
+@pytest.mark.parametrize("layers", [1, 2, 4, 8])
+def test_match_width_hits_target(layers):
+    from llmviz.analysis import match_width
+
+    base = preset("llama2", n_heads=4, n_kv_heads=2)
+    c = match_width(base, layers, 200_000)
+    n = sum(count_parameters(c)["per_layer"])
+    assert c.n_layers == layers and c.head_dim % 2 == 0
+    # no other width on the grid is closer
+    for other in (c.d_model - 8, c.d_model + 8):
+        if other > 0:
+            m = sum(count_parameters(base.replace(n_layers=layers, d_model=other))["per_layer"])
+            assert abs(m - 200_000) >= abs(n - 200_000)
+    with pytest.raises(ValueError, match="target must be a positive"):
+        match_width(base, 2, 0)
+
+
+def test_longest_verbatim_match():
+    from llmviz.analysis import longest_verbatim_match
+
+    corpus = "the quick brown fox jumps over the lazy dog"
+    assert longest_verbatim_match("a quick brown cat", corpus) == (len(" quick brown "), " quick brown ")
+    assert longest_verbatim_match("QZ!", corpus) == (0, "")
+    text = "zzover the lazy dogzz"
+    n, s = longest_verbatim_match(text, corpus)
+    assert s == "over the lazy dog" and s in corpus and n == len(s)
+    # brute force agrees on random strings
+    import random
+
+    rng = random.Random(0)
+    for _ in range(20):
+        t = "".join(rng.choice("abc") for _ in range(12))
+        c = "".join(rng.choice("abc") for _ in range(30))
+        brute = max((j - i for i in range(len(t)) for j in range(i, len(t) + 1) if t[i:j] in c), default=0)
+        assert longest_verbatim_match(t, c)[0] == brute
+    with pytest.raises(TypeError, match="must both be str"):
+        longest_verbatim_match(b"x", corpus)

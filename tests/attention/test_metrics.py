@@ -1,0 +1,89 @@
+"""Head metrics on hand-built attention patterns with known answers."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from llmviz.attention.masks import causal_mask
+from llmviz.attention.metrics import METRICS, head_metrics
+
+
+def _previous_token(T):
+    w = torch.zeros(T, T)
+    w[0, 0] = 1.0
+    w[torch.arange(1, T), torch.arange(T - 1)] = 1.0
+    return w
+
+
+def _uniform_causal(T):
+    m = causal_mask(T).float()
+    return m / m.sum(-1, keepdim=True)
+
+
+def _first_token(T):
+    w = torch.zeros(T, T)
+    w[:, 0] = 1.0
+    return w
+
+
+def test_pure_patterns_score_one():
+    T = 12
+    prev = head_metrics(_previous_token(T))
+    assert prev["previous"].item() == pytest.approx(1.0)
+    assert prev["local"].item() == pytest.approx(1.0)
+    assert prev["entropy"].item() == pytest.approx(0.0, abs=1e-6)
+    diag = head_metrics(torch.eye(T))
+    assert diag["diagonal"].item() == pytest.approx(1.0)
+    assert diag["previous"].item() == pytest.approx(0.0)
+    uni = head_metrics(_uniform_causal(T))
+    assert uni["entropy"].item() == pytest.approx(1.0)
+    sink = head_metrics(_first_token(T))
+    assert sink["first"].item() == pytest.approx(1.0)
+    assert sink["local"].item() < 0.5
+
+
+def test_local_metric_reaches_one_at_any_length_and_window():
+    for T in (8, 32, 100):
+        for window in (1, 2, 5):
+            w = torch.zeros(T, T)
+            for i in range(T):
+                lo = max(0, i - window + 1)
+                w[i, lo : i + 1] = 1.0 / (i + 1 - lo)
+            assert head_metrics(w, window=window)["local"].item() == pytest.approx(1.0)
+
+
+def test_stacked_heads_layers_and_batch():
+    T = 10
+    heads = torch.stack([_previous_token(T), torch.eye(T), _uniform_causal(T), _first_token(T)])  # (H, T, S)
+    m = head_metrics(heads)
+    assert set(m) == set(METRICS) and m["entropy"].shape == (4,)
+    assert m["previous"].argmax().item() == 0 and m["diagonal"].argmax().item() == 1
+    assert m["entropy"].argmax().item() == 2 and m["first"].argmax().item() == 3
+    batch = heads[None].expand(3, -1, -1, -1)
+    torch.testing.assert_close(head_metrics(batch)["local"], m["local"])
+    layers = head_metrics([batch, batch.flip(1)])
+    assert layers["first"].shape == (2, 4)
+    torch.testing.assert_close(layers["first"][1], m["first"].flip(0))
+
+
+def test_non_causal_and_t_less_than_s():
+    T = 8
+    full = torch.full((T, T), 1.0 / T)
+    m = head_metrics(full)  # inferred non-causal
+    assert m["entropy"].item() == pytest.approx(1.0)
+    # decode step: 1 query at position 7 looking at its previous token
+    w = torch.zeros(1, 8)
+    w[0, 6] = 1.0
+    assert head_metrics(w)["previous"].item() == pytest.approx(1.0)
+
+
+def test_errors():
+    with pytest.raises(ValueError, match="window must be a positive int"):
+        head_metrics(torch.eye(3), window=0)
+    with pytest.raises(ValueError, match=r"must be \(T, S\), \(H, T, S\)"):
+        head_metrics(torch.ones(3))
+    with pytest.raises(ValueError, match="empty list"):
+        head_metrics([])
+    with pytest.raises(ValueError, match=r"more queries \(4\) than keys \(3\)"):
+        head_metrics(torch.ones(4, 3))

@@ -1,0 +1,85 @@
+"""Architecture figures: inspect what is drawn."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from llmviz.analysis import count_parameters, kv_cache_bytes_for  # noqa: E402
+from llmviz.model import DecoderLM  # noqa: E402
+from llmviz.model.presets import preset  # noqa: E402
+from llmviz.model.zoo import zoo_table  # noqa: E402
+from llmviz.plots.architecture import (  # noqa: E402
+    plot_adoption,
+    plot_adoption_grid,
+    plot_aspect_ratios,
+    plot_kv_cache,
+    plot_param_breakdown,
+    plot_wide_vs_deep,
+)
+
+
+@pytest.fixture(autouse=True)
+def _close():
+    yield
+    plt.close("all")
+
+
+def test_param_breakdown_stacks_to_totals():
+    models = {"gpt2": DecoderLM(preset("gpt2")), "llama2 7b": preset("llama2", "7b")}
+    ax = plot_param_breakdown(models)
+    patches = ax.patches
+    assert len(patches) == 2 * 6  # one bar per model per component
+    for i, m in enumerate(models.values()):
+        tops = max(p.get_y() + p.get_height() for p in patches[i::2])
+        assert tops == pytest.approx(count_parameters(m)["total"])
+    frac = plot_param_breakdown(models, fraction=True)
+    assert max(p.get_y() + p.get_height() for p in frac.patches) == pytest.approx(1.0)
+
+
+def test_kv_cache_lines_match_formula():
+    cfgs = {"7b MHA": preset("llama2", "7b"), "70b GQA": preset("llama2", "70b"),
+            "mistral": preset("mistral", "7b")}
+    ax = plot_kv_cache(cfgs, seq_lens=[1024, 8192, 65536])
+    lines = ax.get_lines()
+    assert len(lines) == 3
+    assert lines[0].get_ydata()[1] == pytest.approx(kv_cache_bytes_for(cfgs["7b MHA"], 8192) / 2**30)
+    # the sliding window flattens Mistral's line past 4096 tokens
+    assert lines[2].get_ydata()[1] == pytest.approx(lines[2].get_ydata()[2])
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+
+
+def test_aspect_ratio_scatter_has_every_model():
+    df = zoo_table()
+    ax = plot_aspect_ratios(df)
+    offsets = ax.collections[0].get_offsets()
+    assert len(offsets) == df.dropna(subset=["n_layers", "d_model"]).shape[0]
+    shapes = df.dropna(subset=["n_layers", "d_model"]).groupby(["n_layers", "d_model"]).ngroups
+    labels = [t for t in ax.texts if "C/L" not in t.get_text()]
+    assert len(labels) == shapes  # one label per distinct shape
+    assert any("+" in t.get_text() for t in labels)  # shared shapes are counted
+
+
+def test_plot_adoption_grid_every_model():
+    df = zoo_table()
+    ax = plot_adoption(df, column="position")
+    assert sum(p.get_height() for p in ax.patches) == len(df)
+    fig = plot_adoption_grid(df)
+    assert len([a for a in fig.axes if a.get_visible()]) == 4
+    with pytest.raises(ValueError, match="column 'colour' is not in the table"):
+        plot_adoption(df, column="colour")
+
+
+def test_wide_vs_deep_and_errors():
+    ax = plot_wide_vs_deep([{"label": "wide", "time_s": [1, 2], "loss": [3, 2]},
+                            {"label": "deep", "time_s": [1, 3], "loss": [3, 1.5]}])
+    assert len(ax.get_lines()) == 2
+    with pytest.raises(ValueError, match="results is empty"):
+        plot_wide_vs_deep([])
+    with pytest.raises(ValueError, match="models is empty"):
+        plot_param_breakdown({})
+    with pytest.raises(ValueError, match="configs is empty"):
+        plot_kv_cache({})

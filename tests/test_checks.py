@@ -1,0 +1,60 @@
+"""The shared input checks: one wording for every error message."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from llmviz import _checks
+
+
+def test_check_tensor_messages():
+    with pytest.raises(TypeError, match="x must be a torch.Tensor, got list"):
+        _checks.check_tensor([1, 2], "x")
+    with pytest.raises(ValueError, match=r"q must have 4 dimensions, got shape \(2, 3\)"):
+        _checks.check_tensor(torch.zeros(2, 3), "q", ndim=4)
+    with pytest.raises(ValueError, match="3 or 4 dimensions"):
+        _checks.check_tensor(torch.zeros(2), "q", ndim=(3, 4))
+    with pytest.raises(TypeError, match=r"floating-point.*torch.int64.*x.float\(\)"):
+        _checks.check_tensor(torch.zeros(2, dtype=torch.long), "x", floating=True)
+    x = torch.zeros(1, 2, 3, 4)
+    assert _checks.check_tensor(x, "q", ndim=4, floating=True) is x
+
+
+def test_check_choice_and_positive():
+    with pytest.raises(ValueError, match=r"layout='diag' is not supported; choose one of \('half', 'interleaved'\)"):
+        _checks.check_choice("diag", "layout", ("half", "interleaved"))
+    assert _checks.check_choice("half", "layout", ("half", "interleaved")) == "half"
+    with pytest.raises(ValueError, match="eps must be positive, got 0"):
+        _checks.check_positive(0, "eps")
+    with pytest.raises(ValueError, match="window must be non-negative, got -1"):
+        _checks.check_positive(-1, "window", allow_zero=True)
+    assert _checks.check_positive(0, "window", allow_zero=True) == 0
+
+
+def test_check_positive_rejects_bool_nan_inf_and_non_numbers():
+    with pytest.raises(TypeError, match="lr must be a real number, got bool True"):
+        _checks.check_positive(True, "lr")
+    with pytest.raises(TypeError, match="lr must be a real number, got str '1'"):
+        _checks.check_positive("1", "lr")
+    with pytest.raises(ValueError, match="lr must be finite, got nan"):
+        _checks.check_positive(math.nan, "lr")
+    with pytest.raises(ValueError, match="lr must be finite, got inf"):
+        _checks.check_positive(math.inf, "lr")
+    assert _checks.check_positive(np.float32(0.5), "lr") == 0.5
+
+
+def test_check_positive_int_one_rule_for_every_count():
+    assert _checks.check_positive_int(3, "n_heads") == 3
+    assert _checks.check_positive_int(np.int64(4), "n_heads") == 4
+    assert type(_checks.check_positive_int(np.int64(4), "n_heads")) is int
+    assert _checks.check_positive_int(0, "n_sinks", allow_zero=True) == 0
+    with pytest.raises(TypeError, match="n_heads must be an int, got bool True"):
+        _checks.check_positive_int(True, "n_heads")
+    with pytest.raises(TypeError, match="n_heads must be an int, got float 2.0"):
+        _checks.check_positive_int(2.0, "n_heads")
+    with pytest.raises(ValueError, match="n_heads must be a positive int, got 0"):
+        _checks.check_positive_int(0, "n_heads")
+    with pytest.raises(ValueError, match="n_sinks must be a non-negative int, got -1"):
+        _checks.check_positive_int(-1, "n_sinks", allow_zero=True)
