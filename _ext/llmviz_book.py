@@ -12,18 +12,33 @@ What it does, and why:
   figure: the other pages stay light.
 * Serves MathJax 3 (``tex-chtml`` and its woff-v2 fonts) from the installed
   ``django-static-mathjax`` package, so ``mathjax_path`` in ``_config.yml`` points at the site.
+* Collects every claim under test into the claims page (``book/claims.md`` holds the
+  ``{llmviz-claims}`` directive). Each claim box (``llmviz.evidence.Claim``) carries its record
+  in its HTML (``data-llmviz-record``). The records are read from each document's doctree when
+  the document is read and kept in the build environment per document, so a notebook served
+  from the execution cache, or not re-read at all, still contributes its claims; the table is
+  filled in ``doctree-resolved``, after every document has been read, and the page is
+  rewritten on every build. The kernels also get ``LLMVIZ_CLAIMS_DIR`` (``_build/claims``) and
+  ``LLMVIZ_CHAPTER`` (the document being read): a claim registered by a notebook that ran in
+  this build but shown in no box is a warning (an error under ``-W``).
 
 No request from a built page leaves the site; ``tests/test_site.py`` checks that in a browser.
 """
 
 from __future__ import annotations
 
+import html
+import json
 import os
+import re
 import shutil
+import time
 from pathlib import Path
 
+from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.util import logging
+from sphinx.util.docutils import SphinxDirective
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +105,167 @@ def _on_build_finished(app: Sphinx, exception: Exception | None) -> None:
     # Sphinx's static-file copy may run after builder-inited; make sure the assets are there.
     if exception is None and app.builder.format == "html":
         _copy_assets(Path(app.outdir) / "_static")
+    if exception is None:
+        _check_registered_claims(app)
+
+
+# ----------------------------------------------------------------------------- claims page
+#: A claim box's record, HTML-escaped JSON in an attribute (see llmviz.evidence.claims).
+CLAIM_RECORD = re.compile(r'data-llmviz-record="([^"]*)"')
+#: Verdict -> colour (r, g, b) of the badge, as in the claim boxes.
+VERDICT_RGB = {"holds": "46,160,67", "does not hold": "207,34,46"}
+UNRESOLVED_RGB = "191,135,0"
+
+
+class claims_table(nodes.General, nodes.Element):
+    """Placeholder for the claims table; replaced in ``doctree-resolved``."""
+
+
+def _skip(self, node) -> None:
+    raise nodes.SkipNode
+
+
+class ClaimsDirective(SphinxDirective):
+    """``{llmviz-claims}``: the table of every claim under test in this build."""
+
+    def run(self) -> list[nodes.Node]:
+        _pages(self.env).add(self.env.docname)
+        return [claims_table()]
+
+
+def _claims(env) -> dict[str, list[dict]]:
+    """docname -> the claim records of its boxes (kept in the pickled environment)."""
+    if not hasattr(env, "llmviz_claims"):
+        env.llmviz_claims = {}
+    return env.llmviz_claims
+
+
+def _pages(env) -> set[str]:
+    """The documents that hold a claims table."""
+    if not hasattr(env, "llmviz_claims_pages"):
+        env.llmviz_claims_pages = set()
+    return env.llmviz_claims_pages
+
+
+def _on_doctree_read(app: Sphinx, doctree) -> None:
+    records = []
+    for raw in doctree.findall(nodes.raw):
+        if "llmviz-claim" not in raw.astext():
+            continue
+        for match in CLAIM_RECORD.finditer(raw.astext()):
+            records.append(json.loads(html.unescape(match.group(1))))
+    claims = _claims(app.env)
+    if records:
+        claims[app.env.docname] = records
+    else:
+        claims.pop(app.env.docname, None)
+
+
+def _on_purge(app: Sphinx, env, docname: str) -> None:
+    _claims(env).pop(docname, None)
+    _pages(env).discard(docname)
+
+
+def _on_merge(app: Sphinx, env, docnames, other) -> None:
+    _claims(env).update(
+        {d: r for d, r in _claims(other).items() if d in docnames}
+    )
+    _pages(env).update(_pages(other) & set(docnames))
+
+
+def _on_env_updated(app: Sphinx, env) -> list[str]:
+    # Rewrite the claims page on every build: any document may have changed its claims.
+    return sorted(_pages(env))
+
+
+def _toc_order(env) -> dict[str, int]:
+    order: dict[str, int] = {}
+
+    def walk(doc: str) -> None:
+        if doc in order:
+            return
+        order[doc] = len(order)
+        for child in env.toctree_includes.get(doc, []):
+            walk(child)
+
+    walk(env.config.root_doc)
+    return order
+
+
+def claim_rows(env) -> list[tuple[str, dict]]:
+    """(docname, record) for every claim of the build, in table-of-contents order."""
+    order = _toc_order(env)
+    docs = sorted(_claims(env), key=lambda d: (order.get(d, len(order)), d))
+    return [(d, rec) for d in docs for rec in _claims(env)[d]]
+
+
+def _table_html(app: Sphinx, docname: str) -> str:
+    esc = html.escape
+    rows = claim_rows(app.env)
+    if not rows:
+        return '<p class="llmviz-claims-empty">No claim under test in this build.</p>'
+    counts = {}
+    for _, rec in rows:
+        counts[rec["verdict"]] = counts.get(rec["verdict"], 0) + 1
+    summary = "; ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+    out = [
+        f'<p class="llmviz-claims-summary">{len(rows)} claims in this build: {esc(summary)}.</p>',
+        '<table class="table llmviz-claims"><thead><tr><th>Chapter</th><th>Claim</th>'
+        "<th>Verdict</th><th>Effect</th><th>95% interval</th><th>Seeds</th><th>Size</th>"
+        "<th>Device</th></tr></thead><tbody>",
+    ]
+    for doc, rec in rows:
+        title = app.env.titles[doc].astext() if doc in app.env.titles else doc
+        uri = app.builder.get_relative_uri(docname, doc) + f"#claim-{rec['id']}"
+        rgb = VERDICT_RGB.get(rec["verdict"], UNRESOLVED_RGB)
+        seeds = "computed" if rec.get("interval", "").startswith("exact") else rec["n"]
+        out.append(
+            f'<tr data-llmviz-claim-row="{esc(rec["id"])}"><td><a href="{esc(uri)}">'
+            f"{esc(title)}</a></td><td>{esc(rec['text'])}<br><code>{esc(rec['test'])}</code>"
+            f'</td><td><span style="font-weight:600;padding:0 0.3em;border-radius:4px;'
+            f'background:rgba({rgb},0.22)">{esc(rec["verdict"])}</span></td>'
+            f"<td>{esc(rec['effect'])}</td><td>{esc(rec['interval'])}</td><td>{esc(str(seeds))}"
+            f"</td><td>{esc(rec['size'])}</td><td>{esc(rec['device'])}</td></tr>"
+        )
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def _on_doctree_resolved(app: Sphinx, doctree, docname: str) -> None:
+    for node in list(doctree.findall(claims_table)):
+        if app.builder.format == "html":
+            node.replace_self(nodes.raw("", _table_html(app, docname), format="html"))
+        else:
+            text = f"{len(claim_rows(app.env))} claims: see the HTML edition for the table."
+            node.replace_self(nodes.paragraph(text=text))
+
+
+def _on_source_read(app: Sphinx, docname: str, source: list[str]) -> None:
+    # A notebook's kernel starts while its document is parsed, just after this event: it
+    # inherits the document's name, which names its claims file.
+    os.environ["LLMVIZ_CHAPTER"] = docname
+
+
+def _check_registered_claims(app: Sphinx) -> None:
+    """Warn about claims a notebook registered in this build but never showed as a box."""
+    folder = Path(os.environ["LLMVIZ_CLAIMS_DIR"])
+    shown = {(d, r["id"]) for d, recs in _claims(app.env).items() for r in recs}
+    shown_ids = {i for _, i in shown}
+    for path in sorted(folder.glob("*.jsonl")):
+        if path.stat().st_mtime < app.llmviz_build_started:  # from an earlier build
+            continue
+        for line in path.read_text().splitlines():
+            rec = json.loads(line)
+            if rec["chapter"] in app.env.found_docs:
+                missing = (rec["chapter"], rec["id"]) not in shown
+            else:  # an explicit chapter= that is not a document name
+                missing = rec["id"] not in shown_ids
+            if missing:
+                logger.warning(
+                    f"claim {rec['id']!r} of {rec['chapter']} was registered (glued or "
+                    "register()-ed) but not shown as a box, so the claims page cannot list it; "
+                    "display the Claim in a cell", location=rec["chapter"],
+                )
 
 
 def setup(app: Sphinx) -> dict:
@@ -102,7 +278,20 @@ def setup(app: Sphinx) -> dict:
     # load scripts from other sites), so the value is declared here to keep -W quiet.
     if "comments_config" not in app.config.values:
         app.add_config_value("comments_config", {}, "html")
+    # Claim records from the kernels: one file per notebook under the build folder, kept
+    # across builds (a cached notebook does not run again; see the module docstring).
+    claims_dir = Path(app.outdir).parent / "claims"
+    os.environ.setdefault("LLMVIZ_CLAIMS_DIR", str(claims_dir))
+    app.llmviz_build_started = time.time()
+    app.add_node(claims_table, html=(_skip, None), latex=(_skip, None), text=(_skip, None))
+    app.add_directive("llmviz-claims", ClaimsDirective)
     app.connect("builder-inited", _on_builder_inited)
+    app.connect("source-read", _on_source_read)
+    app.connect("doctree-read", _on_doctree_read)
+    app.connect("env-purge-doc", _on_purge)
+    app.connect("env-merge-info", _on_merge)
+    app.connect("env-get-updated", _on_env_updated)
+    app.connect("doctree-resolved", _on_doctree_resolved)
     app.connect("html-page-context", _on_page_context)
     app.connect("build-finished", _on_build_finished)
     return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}

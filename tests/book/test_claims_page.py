@@ -1,0 +1,138 @@
+"""The claims page lists every claim box of the book, also after a cached rebuild.
+
+Two levels:
+
+* a throwaway Sphinx project (myst-nb, the book's extension, two notebooks whose outputs hold
+  claim boxes made by ``llmviz.evidence.Claim``; nothing executes) is built, changed and
+  rebuilt incrementally: the page must list every box of every chapter each time, including the
+  chapter that was not read again;
+* on the built book (marked ``site``): the boxes in the chapter pages and the rows of
+  ``book/claims.html`` must match one to one.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from llmviz.evidence import Claim, Estimate, paired, summarize
+
+ROOT = Path(__file__).resolve().parents[2]
+BOX = re.compile(r'<div class="llmviz-claim" id="claim-(\w+)"')
+ROW = re.compile(r'<tr data-llmviz-claim-row="(\w+)"><td><a href="([^"]+)"')
+
+
+def _box(claim: Claim) -> dict:
+    return {
+        "output_type": "display_data",
+        "metadata": {},
+        "data": {"text/html": claim._repr_html_(), "text/plain": str(claim)},
+    }
+
+
+def _notebook(path: Path, title: str, claims: list[Claim]) -> None:
+    nbformat = pytest.importorskip("nbformat")
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nb.cells.append(nbformat.v4.new_markdown_cell(f"# {title}"))
+    cell = nbformat.v4.new_code_cell("claim")
+    cell.outputs = [nbformat.from_dict(_box(c)) for c in claims]
+    nb.cells.append(cell)
+    nbformat.write(nb, path)
+
+
+def _build(src: Path, out: Path) -> str:
+    env = dict(os.environ, LLMVIZ_CLAIMS_DIR=str(src / "_claims"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-b", "html", "-W", "-q", str(src), str(out)],
+        capture_output=True, text=True, env=env, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return (out / "claims.html").read_text()
+
+
+def _claims(*spec: tuple[str, float]) -> list[Claim]:
+    return [Claim(f"claim {i}", summarize([m - 0.1, m, m + 0.1]), id=i, device="cpu", size="cpu")
+            for i, m in spec]
+
+
+def test_claims_page_lists_every_box_also_after_an_incremental_rebuild(tmp_path):
+    pytest.importorskip("myst_nb")
+    src, out = tmp_path / "src", tmp_path / "out"
+    src.mkdir()
+    (src / "conf.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(ROOT / '_ext')!r})\n"
+        "extensions = ['myst_nb', 'llmviz_book']\nnb_execution_mode = 'off'\n"
+        "exclude_patterns = ['_claims']\n"
+    )
+    (src / "index.md").write_text(
+        "# Book\n\n```{toctree}\nch1\nch2\nclaims\n```\n"
+    )
+    (src / "claims.md").write_text("# Claims\n\n```{llmviz-claims}\n```\n")
+    _notebook(src / "ch1.ipynb", "One", _claims(("a", 1.0), ("b", -1.0)))
+    ratio = Claim("ours is faster", Estimate(0.5, 0.1, 5, 0.4, 0.6, kind="ratio"),
+                  threshold=1.0, direction="<", id="fast", device="cpu", size="cpu")
+    _notebook(src / "ch2.ipynb", "Two", _claims(("c", 0.0)) + [ratio])
+
+    page = _build(src, out)
+    rows = ROW.findall(page)
+    assert [r[0] for r in rows] == ["a", "b", "c", "fast"]  # table-of-contents order
+    assert rows[0][1] == "ch1.html#claim-a" and rows[3][1] == "ch2.html#claim-fast"
+    for doc, ids in (("ch1", ["a", "b"]), ("ch2", ["c", "fast"])):
+        assert BOX.findall((out / f"{doc}.html").read_text()) == ids
+    for text in ("holds", "does not hold", "not resolved at this size", "0.5x"):
+        assert text in page
+    assert "4 claims in this build" in page
+
+    # Chapter 1 changes (one claim flips, one is added); chapter 2 is not read again.
+    _notebook(src / "ch1.ipynb", "One", _claims(("a", -1.0), ("d", 2.0)))
+    page = _build(src, out)
+    assert [r[0] for r in ROW.findall(page)] == ["a", "d", "c", "fast"]
+    row_a = page[page.index('data-llmviz-claim-row="a"'):]
+    assert "does not hold" in row_a[: row_a.index("</tr>")]
+
+
+def test_claims_page_when_no_chapter_has_a_claim(tmp_path):
+    pytest.importorskip("myst_nb")
+    src, out = tmp_path / "src", tmp_path / "out"
+    src.mkdir()
+    (src / "conf.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(ROOT / '_ext')!r})\n"
+        "extensions = ['myst_nb', 'llmviz_book']\n"
+    )
+    (src / "index.md").write_text("# Book\n\n```{toctree}\nclaims\n```\n")
+    (src / "claims.md").write_text("# Claims\n\n```{llmviz-claims}\n```\n")
+    assert "No claim under test in this build." in _build(src, out)
+
+
+# ----------------------------------------------------------------------------- built book
+# The book is built once per test run by the site tests' ``site`` fixture (or taken as built
+# with LLMVIZ_SITE_PREBUILT=1); it is imported from wherever test_site.py lives.
+for _folder in (ROOT / "tests", ROOT / "tests" / "book"):
+    if (_folder / "test_site.py").is_file() and str(_folder) not in sys.path:
+        sys.path.insert(0, str(_folder))
+from test_site import site  # noqa: E402, F401
+
+
+@pytest.mark.site
+def test_built_claims_page_lists_every_claim_box(site):
+    boxes = []
+    for page in sorted(site.rglob("*.html")):
+        if page.name == "claims.html" or "_static" in page.parts:
+            continue
+        for claim_id in BOX.findall(page.read_text()):
+            boxes.append((page.relative_to(site).as_posix(), claim_id))
+    claims_page = (site / "book" / "claims.html").read_text()
+    rows = []
+    for claim_id, href in ROW.findall(claims_page):
+        target = (site / "book" / html.unescape(href).split("#")[0]).resolve()
+        rows.append((target.relative_to(site.resolve()).as_posix(), claim_id))
+    assert len(rows) == len(set(rows)), "a claim is listed twice"
+    assert sorted(rows) == sorted(boxes)
