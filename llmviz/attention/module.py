@@ -50,8 +50,12 @@ class MultiHeadAttention(nn.Module):
         rope: a rotary module called as ``rope(q, k, positions) -> (q, k)`` (e.g.
             ``llmviz.position.rope.RotaryEmbedding``), or None.
         alibi: add ALiBi biases (Press et al. 2022) built by ``llmviz.position.alibi``.
-        qk_norm: None, ``"rms"`` or ``"layer"``: per-head norm of q and k (``q_norm``,
-            ``k_norm``) before RoPE, as in OLMo 2 / Qwen 3.
+        qk_norm: None, ``"rms"``, ``"layer"`` or ``"rms_gemma"``: norm of q and k (``q_norm``,
+            ``k_norm``) before RoPE, as in OLMo 2 / Qwen 3 / Gemma 3.
+        qk_norm_eps: its epsilon.
+        qk_norm_scope: ``"head"``: one norm over D shared by every head (Qwen 3, Gemma 3);
+            ``"all"``: one norm over the whole projection, H*D for q and G*D for k (OLMo 2).
+        o_bias: bias of ``o_proj`` (default ``bias``; Qwen 2 has q/k/v biases only).
         softcap: Gemma 2 attention-logit soft-cap.
         scale: multiplies ``q @ k^T``; default ``1 / sqrt(head_dim)``. Gemma 2 uses
             ``query_pre_attn_scalar ** -0.5`` (27B: 144 ** -0.5 with head_dim 128).
@@ -76,6 +80,9 @@ class MultiHeadAttention(nn.Module):
         rope: Callable | None = None,
         alibi: bool = False,
         qk_norm: str | None = None,
+        qk_norm_eps: float = 1e-6,
+        qk_norm_scope: str = "head",
+        o_bias: bool | None = None,
         softcap: float | None = None,
         scale: float | None = None,
         sliding_window: int | None = None,
@@ -101,7 +108,8 @@ class MultiHeadAttention(nn.Module):
         elif not isinstance(head_dim, int) or head_dim < 1:
             raise ValueError(f"head_dim must be a positive int, got {head_dim!r}")
         if qk_norm is not None:
-            check_choice(qk_norm, "qk_norm", (None, "rms", "layer"))
+            check_choice(qk_norm, "qk_norm", (None, "rms", "layer", "rms_gemma"))
+        check_choice(qk_norm_scope, "qk_norm_scope", ("head", "all"))
         if rope is not None and alibi:
             raise ValueError("use either rope or alibi, not both")
         if rope is not None and not callable(rope):
@@ -118,12 +126,15 @@ class MultiHeadAttention(nn.Module):
         self.q_proj = nn.Linear(d_model, n_heads * head_dim, bias=bias)
         self.k_proj = nn.Linear(d_model, n_kv_heads * head_dim, bias=bias)
         self.v_proj = nn.Linear(d_model, n_kv_heads * head_dim, bias=bias)
-        self.o_proj = nn.Linear(n_heads * head_dim, d_model, bias=bias)
+        self.o_proj = nn.Linear(n_heads * head_dim, d_model, bias=bias if o_bias is None else o_bias)
         if qk_norm is None:
             self.q_norm = self.k_norm = None
-        else:  # one norm over D for every head, as in OLMo 2 / Qwen 3
-            self.q_norm = make_norm(qk_norm, head_dim, eps=1e-6)
-            self.k_norm = make_norm(qk_norm, head_dim, eps=1e-6)
+        else:  # "head": one norm over D for every head (Qwen 3); "all": over H*D (OLMo 2)
+            q_width, k_width = (head_dim, head_dim) if qk_norm_scope == "head" else (
+                n_heads * head_dim, n_kv_heads * head_dim)
+            self.q_norm = make_norm(qk_norm, q_width, eps=qk_norm_eps)
+            self.k_norm = make_norm(qk_norm, k_width, eps=qk_norm_eps)
+        self.qk_norm_scope = qk_norm_scope
         self.rope = rope
         self.alibi = alibi
         if alibi:
@@ -167,10 +178,13 @@ class MultiHeadAttention(nn.Module):
         if C != self.d_model:
             raise ValueError(f"x has width {C} but the module was built for d_model={self.d_model}")
         H, G, D = self.n_heads, self.n_kv_heads, self.head_dim
-        q = self.q_proj(x).view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
-        k = self.k_proj(x).view(B, T, G, D).transpose(1, 2)  # (B, G, T, D)
+        q, k = self.q_proj(x), self.k_proj(x)  # (B, T, H*D), (B, T, G*D)
+        if self.q_norm is not None and self.qk_norm_scope == "all":
+            q, k = self.q_norm(q), self.k_norm(k)
+        q = q.view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
+        k = k.view(B, T, G, D).transpose(1, 2)  # (B, G, T, D)
         v = self.v_proj(x).view(B, T, G, D).transpose(1, 2)  # (B, G, T, D)
-        if self.q_norm is not None:
+        if self.q_norm is not None and self.qk_norm_scope == "head":
             q, k = self.q_norm(q), self.k_norm(k)
         offset = cache.length(layer_idx) if cache is not None else 0
         if self.rope is not None:

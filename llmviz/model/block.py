@@ -10,6 +10,7 @@ post       h = N(x + A(x));     y = N(h + F(h))       y = N(x + A(x) + F(x))
 pre        h = x + A(N(x));     y = h + F(N(h))       y = x + A(N(x)) + F(N(x)), one N
 sandwich   h = x + N(A(N(x)));  y = h + N(F(N(h)))    y = x + N(A(N(x))) + N(F(N(x)))
 deepnorm   h = N(a x + A(x));   y = N(a h + F(h))     (not defined)
+post_sub.  h = x + N(A(x));     y = h + N(F(h))       (not defined)
 =========  =========================================  =======================================
 
 Pre-norm and sandwich stacks need one final norm after the last block (the model adds it);
@@ -17,6 +18,8 @@ post-norm and DeepNorm blocks already end with one. Post-LN is the original Tran
 (Vaswani et al. 2017), pre-LN GPT-2 (Xiong et al. 2020 analyse it), sandwich is Gemma 2's
 pre+post norm, DeepNorm is Wang et al. 2022 ("DeepNet": ``a = (2N)^(1/4)`` for an N-layer
 decoder, and v/o/feed-forward weights initialised smaller by ``b = (8N)^(-1/4)``).
+``post_sublayer`` (OLMo 2, Groeneveld et al. 2024; Swin v2's res-post-norm) normalises each
+sublayer's output before it joins the residual stream, and the stack ends with a final norm.
 
 Shape letters: B batch, T query length, S key length, H heads, C model dim.
 """
@@ -57,9 +60,11 @@ class TransformerBlock(nn.Module):
         activation: its activation (None = the kind's default).
         bias: biases in the feed-forward.
         attn_bias: biases in the attention projections (default ``bias``).
+        o_bias: bias of ``o_proj`` alone (default ``attn_bias``).
         rope: a rotary module shared by the layers, or None.
         alibi: add ALiBi biases inside attention.
-        qk_norm: None, ``"rms"`` or ``"layer"``.
+        qk_norm: None, ``"rms"``, ``"layer"`` or ``"rms_gemma"``.
+        qk_norm_eps, qk_norm_scope: its epsilon, and ``"head"`` or ``"all"`` (see the attention).
         attn_softcap: Gemma 2 attention-score soft-cap.
         attn_scale: attention score scale (default ``1 / sqrt(head_dim)``).
         sliding_window: this layer's local window (None = global).
@@ -88,9 +93,12 @@ class TransformerBlock(nn.Module):
         activation: str | None = None,
         bias: bool = False,
         attn_bias: bool | None = None,
+        o_bias: bool | None = None,
         rope: nn.Module | None = None,
         alibi: bool = False,
         qk_norm: str | None = None,
+        qk_norm_eps: float = 1e-6,
+        qk_norm_scope: str = "head",
         attn_softcap: float | None = None,
         attn_scale: float | None = None,
         sliding_window: int | None = None,
@@ -101,14 +109,17 @@ class TransformerBlock(nn.Module):
         check_choice(placement, "placement", PLACEMENTS)
         check_choice(norm, "norm", NORMS)
         check_choice(ffn, "ffn", FFNS)
-        if placement == "deepnorm" and parallel:
-            raise ValueError("placement='deepnorm' is defined for serial blocks only; use parallel=False")
+        if placement in ("deepnorm", "post_sublayer") and parallel:
+            raise ValueError(
+                f"placement={placement!r} is defined for serial blocks only; use parallel=False"
+            )
         self.placement, self.parallel = placement, parallel
         self.alpha = float(deepnorm_alpha) if placement == "deepnorm" else 1.0
         self.self_attn = MultiHeadAttention(
             d_model, n_heads, n_kv_heads=n_kv_heads, head_dim=head_dim,
             bias=bias if attn_bias is None else attn_bias, rope=rope, alibi=alibi,
-            qk_norm=qk_norm, softcap=attn_softcap, scale=attn_scale, sliding_window=sliding_window,
+            o_bias=o_bias, qk_norm=qk_norm, qk_norm_eps=qk_norm_eps, qk_norm_scope=qk_norm_scope,
+            softcap=attn_softcap, scale=attn_scale, sliding_window=sliding_window,
             dropout=dropout,
         )
         self.mlp = make_ffn(ffn, d_model, d_ff, activation=activation, bias=bias)
@@ -131,7 +142,8 @@ class TransformerBlock(nn.Module):
             head_dim=config.head_dim, d_ff=config.d_ff, norm=config.norm,
             norm_eps=config.norm_eps, placement=config.placement, parallel=config.parallel,
             ffn=config.ffn, activation=config.activation, bias=config.bias,
-            attn_bias=config.attn_bias, rope=rope, alibi=config.position == "alibi",
+            attn_bias=config.attn_bias, o_bias=config.o_bias, qk_norm_eps=config.qk_norm_eps,
+            qk_norm_scope=config.qk_norm_scope, rope=rope, alibi=config.position == "alibi",
             qk_norm=config.qk_norm, attn_softcap=config.attn_softcap, attn_scale=config.attn_scale,
             sliding_window=config.window_for(layer_idx), dropout=config.dropout,
             deepnorm_alpha=config.deepnorm_alpha,
@@ -173,6 +185,10 @@ class TransformerBlock(nn.Module):
             a, weights = self._attn(x, kw, return_weights)
             h = self.attn_norm(self.alpha * x + self.drop(a))
             y = self.ffn_norm(self.alpha * h + self.drop(self.mlp(h)))
+        elif p == "post_sublayer":
+            a, weights = self._attn(x, kw, return_weights)
+            h = x + self.drop(self.attn_norm(a))
+            y = h + self.drop(self.ffn_norm(self.mlp(h)))
         else:  # pre, sandwich
             a, weights = self._attn(self.attn_norm(x), kw, return_weights)
             if p == "sandwich":

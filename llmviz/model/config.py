@@ -24,6 +24,7 @@ __all__ = [
     "FFNS",
     "ACTIVATIONS",
     "QK_NORMS",
+    "QK_NORM_SCOPES",
 ]
 
 #: Position schemes: added once at the input (learned, sinusoidal) or inside attention (rope, alibi).
@@ -31,13 +32,15 @@ POSITIONS = ("none", "learned", "sinusoidal", "rope", "alibi")
 #: Norm kinds understood by :func:`llmviz.norms.make_norm`.
 NORMS = ("layer", "layer_nobias", "rms", "rms_gemma")
 #: Where the norms sit in a block (see :class:`llmviz.blocks.TransformerBlock`).
-PLACEMENTS = ("pre", "post", "sandwich", "deepnorm")
+PLACEMENTS = ("pre", "post", "sandwich", "deepnorm", "post_sublayer")
 #: Feed-forward kinds understood by :func:`llmviz.ffn.make_ffn`.
 FFNS = ("mlp", "swiglu", "geglu", "reglu")
 #: Activations: of the plain MLP, or of the gate branch of a GLU (None = the kind's default).
 ACTIVATIONS = (None, "relu", "gelu", "gelu_tanh", "silu", "relu2")
 #: Per-head norm applied to queries and keys before the dot product.
-QK_NORMS = (None, "rms", "layer")
+QK_NORMS = (None, "rms", "layer", "rms_gemma")
+#: What one QK-norm normalises: each head's D features, or the whole H*D projection.
+QK_NORM_SCOPES = ("head", "all")
 _ROPE_LAYOUTS = ("half", "interleaved")
 
 
@@ -65,6 +68,7 @@ class ModelConfig:
     rope_scaling: Any = None  # llmviz.position.rope.RopeScaling or None (context extension)
     rope_layout: str = "half"  # "half" (GPT-NeoX/Llama, rotate-half) or "interleaved" (GPT-J)
     rotary_dim: int | None = None  # partial rotary: rotate only the first rotary_dim dims of a head
+    local_rope_base: float | None = None  # RoPE base of sliding-window layers (Gemma 3: 1e4, global 1e6); None -> rope_base
     # --- normalisation ------------------------------------------------------------------------
     norm: str = "rms"  # one of NORMS ("rms_gemma" scales by 1 + weight; "layer_nobias": PaLM, OLMo)
     norm_eps: float = 1e-5  # epsilon inside the square root
@@ -76,14 +80,18 @@ class ModelConfig:
     activation: str | None = None  # None: the ffn kind's own (mlp gelu, swiglu silu, geglu gelu, reglu relu)
     bias: bool = False  # biases in the feed-forward (and attention, unless attn_bias says otherwise)
     attn_bias: bool | None = None  # biases in q/k/v/o projections; None -> same as bias
+    o_bias: bool | None = None  # bias of o_proj alone; None -> same as attn_bias (Qwen 2: q/k/v only)
     tie_embeddings: bool = True  # lm_head shares the token-embedding matrix
     embed_scale: bool = False  # multiply token embeddings by sqrt(C) (Gemma)
     # --- attention ----------------------------------------------------------------------------
-    qk_norm: str | None = None  # None, "rms" or "layer": per-head norm on q and k (OLMo 2, Gemma 3)
+    qk_norm: str | None = None  # one of QK_NORMS: norm on q and k before RoPE (OLMo 2, Qwen 3, Gemma 3)
+    qk_norm_eps: float = 1e-6  # epsilon of the QK-norm
+    qk_norm_scope: str = "head"  # one of QK_NORM_SCOPES: "head" (Qwen 3, Gemma 3) or "all" (OLMo 2)
     attn_softcap: float | None = None  # scores -> cap * tanh(scores / cap) (Gemma 2: 50)
     query_pre_attn_scalar: float | None = None  # scores scaled by its -1/2 power (Gemma 2); None: head_dim
     sliding_window: int | None = None  # each query sees at most this many most recent keys
     global_every: int | None = None  # with sliding_window: every k-th layer attends globally
+    layer_windows: tuple[int | None, ...] | None = None  # window of each layer (None = global); replaces the two above
     # --- output and training ------------------------------------------------------------------
     final_softcap: float | None = None  # logits -> cap * tanh(logits / cap) (Gemma 2: 30)
     z_loss_weight: float = 0.0  # loss += w * mean(logsumexp(logits)^2) (PaLM: 1e-4)
@@ -157,9 +165,44 @@ class ModelConfig:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if self.z_loss_weight < 0:
             raise ValueError(f"z_loss_weight must be >= 0, got {self.z_loss_weight}")
+        self._check_layer_features()
         if self.placement == "deepnorm" and self.parallel:
             raise ValueError(
                 "placement='deepnorm' is defined for serial blocks only; use parallel=False"
+            )
+
+    def _check_layer_features(self) -> None:
+        # per-layer windows, local RoPE base, QK-norm scope, o_proj bias, the OLMo 2 placement
+        if self.o_bias is None:
+            object.__setattr__(self, "o_bias", self.attn_bias)
+        _choice(self.qk_norm_scope, "qk_norm_scope", QK_NORM_SCOPES)
+        _positive(self.qk_norm_eps, "qk_norm_eps")
+        if self.local_rope_base is not None:
+            _positive(self.local_rope_base, "local_rope_base")
+            if self.position != "rope":
+                raise ValueError(
+                    f"local_rope_base ({self.local_rope_base}) only applies to position='rope', "
+                    f"got position={self.position!r}"
+                )
+        if self.layer_windows is not None:
+            if self.sliding_window is not None or self.global_every is not None:
+                raise ValueError(
+                    "give either layer_windows or sliding_window/global_every, not both; "
+                    f"got layer_windows={self.layer_windows!r}, sliding_window={self.sliding_window!r}"
+                )
+            windows = tuple(self.layer_windows)
+            if len(windows) != self.n_layers:
+                raise ValueError(
+                    f"layer_windows has {len(windows)} entries but n_layers is {self.n_layers}; "
+                    "give one window (or None for global attention) per layer"
+                )
+            for w in windows:
+                if w is not None:
+                    _positive_int(w, "each layer_windows entry")
+            object.__setattr__(self, "layer_windows", windows)
+        if self.placement == "post_sublayer" and self.parallel:
+            raise ValueError(
+                "placement='post_sublayer' is defined for serial blocks only; use parallel=False"
             )
 
     # ------------------------------------------------------------------------- derived values
@@ -171,7 +214,7 @@ class ModelConfig:
     @property
     def has_final_norm(self) -> bool:
         """Pre-norm and sandwich stacks end with one more norm; post-norm stacks already do."""
-        return self.placement in ("pre", "sandwich")
+        return self.placement in ("pre", "sandwich", "post_sublayer")
 
     @property
     def deepnorm_alpha(self) -> float:
@@ -190,6 +233,8 @@ class ModelConfig:
 
     def window_for(self, layer_idx: int) -> int | None:
         """The sliding window of layer ``layer_idx`` (None = global attention)."""
+        if self.layer_windows is not None:
+            return self.layer_windows[layer_idx]
         if self.sliding_window is None:
             return None
         if self.global_every is not None and layer_idx % self.global_every == self.global_every - 1:
@@ -209,6 +254,8 @@ class ModelConfig:
             base["head_dim"] = None
         if self.d_ff == auto_ff:
             base["d_ff"] = None
+        if self.o_bias == self.attn_bias:
+            base["o_bias"] = None
         if self.attn_bias == self.bias:
             base["attn_bias"] = None
         if self.n_kv_heads == self.n_heads:

@@ -86,14 +86,24 @@ class DecoderLM(nn.Module):
                 c.head_dim, base=c.rope_base, layout=c.rope_layout, rotary_dim=c.rotary_dim,
                 scaling=c.rope_scaling,
             )
+        local_rope = None  # sliding-window layers with their own base (Gemma 3), unscaled
+        if rope is not None and c.local_rope_base is not None:
+            local_rope = RotaryEmbedding(
+                c.head_dim, base=c.local_rope_base, layout=c.rope_layout, rotary_dim=c.rotary_dim,
+            )
         self.layers = nn.ModuleList(
-            TransformerBlock.from_config(c, i, rope=rope) for i in range(c.n_layers)
+            TransformerBlock.from_config(c, i, rope=self._rope_for(c, i, rope, local_rope))
+            for i in range(c.n_layers)
         )
         self.norm = make_norm(c.norm, c.d_model, eps=c.norm_eps) if c.has_final_norm else None
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         self.reset_parameters()
         if c.tie_embeddings:
             self.lm_head.weight = self.embed_tokens.weight
+
+    @staticmethod
+    def _rope_for(c: ModelConfig, i: int, rope: nn.Module | None, local_rope: nn.Module | None):
+        return local_rope if local_rope is not None and c.window_for(i) is not None else rope
 
     @staticmethod
     def _position_embedding(c: ModelConfig) -> nn.Module | None:
