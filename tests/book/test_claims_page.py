@@ -13,6 +13,7 @@ Two levels:
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
 import subprocess
@@ -99,6 +100,55 @@ def test_claims_page_lists_every_box_also_after_an_incremental_rebuild(tmp_path)
     assert "does not hold" in row_a[: row_a.index("</tr>")]
 
 
+def _code_notebook(path: Path, title: str, code: str) -> None:
+    nbformat = pytest.importorskip("nbformat")
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nb.cells = [nbformat.v4.new_markdown_cell(f"# {title}"), nbformat.v4.new_code_cell(code)]
+    nbformat.write(nb, path)
+
+
+def test_executed_notebook_registers_its_claims_and_survives_the_execution_cache(tmp_path):
+    """A kernel run by the build writes its records; a cache hit keeps the page complete."""
+    pytest.importorskip("myst_nb")
+    pytest.importorskip("jupyter_cache")
+    src, out = tmp_path / "src", tmp_path / "out"
+    src.mkdir()
+    (src / "conf.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(ROOT / '_ext')!r})\n"
+        "extensions = ['myst_nb', 'llmviz_book']\nnb_execution_mode = 'cache'\n"
+        f"nb_execution_cache_path = {str(tmp_path / 'cache')!r}\n"
+        "exclude_patterns = ['_claims']\n"
+    )
+    (src / "index.md").write_text("# Book\n\n```{toctree}\nch\nclaims\n```\n")
+    (src / "claims.md").write_text("# Claims\n\n```{llmviz-claims}\n```\n")
+    code = (
+        "from llmviz.evidence import Claim, summarize\n"
+        "Claim('x is positive', summarize([1.0, 1.2, 0.9]), id='x', device='cpu')"
+    )
+    _code_notebook(src / "ch.ipynb", "Chapter", code)
+    page = _build(src, out)
+    assert [r[0] for r in ROW.findall(page)] == ["x"]
+    record_file = src / "_claims" / "ch.jsonl"
+    record = json.loads(record_file.read_text())
+    assert (record["chapter"], record["id"], record["verdict"]) == ("ch", "x", "holds")
+    written = record_file.stat().st_mtime_ns
+
+    # Only the prose changes: the notebook is read again but its outputs come from the cache.
+    _code_notebook(src / "ch.ipynb", "Chapter, revised", code)
+    page = _build(src, out)
+    assert record_file.stat().st_mtime_ns == written  # the kernel did not run again
+    assert [r[0] for r in ROW.findall(page)] == ["x"]
+    assert "Chapter, revised" in page
+
+    # A claim that is glued but never shown as a box cannot reach the page: the build says so.
+    _code_notebook(src / "ch.ipynb", "Chapter", code + "\nClaim('y', summarize([1.0, 2.0]), "
+                   "id='y', device='cpu').glue('ch_y')")
+    with pytest.raises(AssertionError, match=r"claim 'y' of ch was registered .* not shown"):
+        _build(src, out)
+
+
 def test_claims_page_when_no_chapter_has_a_claim(tmp_path):
     pytest.importorskip("myst_nb")
     src, out = tmp_path / "src", tmp_path / "out"
@@ -114,11 +164,8 @@ def test_claims_page_when_no_chapter_has_a_claim(tmp_path):
 
 # ----------------------------------------------------------------------------- built book
 # The book is built once per test run by the site tests' ``site`` fixture (or taken as built
-# with LLMVIZ_SITE_PREBUILT=1); it is imported from wherever test_site.py lives.
-for _folder in (ROOT / "tests", ROOT / "tests" / "book"):
-    if (_folder / "test_site.py").is_file() and str(_folder) not in sys.path:
-        sys.path.insert(0, str(_folder))
-from test_site import site  # noqa: E402, F401
+# with LLMVIZ_SITE_PREBUILT=1; a second request in the same run reuses the build).
+from .test_site import site  # noqa: E402, F401
 
 
 @pytest.mark.site
