@@ -24,13 +24,14 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from .._checks import check_positive_int
+
 __all__ = ["score_matrix_bytes", "attention_intensity", "peak_memory"]
 
 
 def _positive_ints(**values: Any) -> None:
     for name, v in values.items():
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"{name} must be a positive int, got {v!r}")
+        check_positive_int(v, name)
 
 
 def score_matrix_bytes(

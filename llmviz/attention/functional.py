@@ -30,7 +30,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .._checks import check_tensor
+from .._checks import check_positive, check_positive_int, check_tensor
 
 __all__ = ["repeat_kv", "attention_weights", "scaled_dot_product_attention"]
 
@@ -42,8 +42,7 @@ def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
     ``x.repeat_interleave(n_rep, dim=1)``).
     """
     check_tensor(x, "x", ndim=4)
-    if not isinstance(n_rep, int) or n_rep < 1:
-        raise ValueError(f"n_rep must be a positive int, got {n_rep!r}")
+    check_positive_int(n_rep, "n_rep")
     if n_rep == 1:
         return x
     B, G, S, D = x.shape
@@ -112,9 +111,7 @@ def _empty_rows(mask: torch.Tensor | None) -> torch.Tensor | None:
 def _resolve_scale(scale: float | None, D: int) -> float:
     if scale is None:
         return 1.0 / math.sqrt(D)
-    if not isinstance(scale, (int, float)) or scale <= 0:
-        raise ValueError(f"scale must be a positive number or None (1/sqrt(D)), got {scale!r}")
-    return float(scale)
+    return float(check_positive(scale, "scale"))
 
 
 def attention_weights(
@@ -145,8 +142,8 @@ def attention_weights(
     _check_mask(mask, (B, H, T, S))
     _check_mask(bias, (B, H, T, S), "bias")
     scale = _resolve_scale(scale, D)
-    if softcap is not None and softcap <= 0:
-        raise ValueError(f"softcap must be positive or None, got {softcap!r}")
+    if softcap is not None:
+        check_positive(softcap, "softcap")
     # Grouped queries without copying k: fold the H // G query heads of a group into rows.
     q_g = (q * scale).reshape(B, G, (H // G) * T, D)  # (B, G, H/G*T, D)
     scores = torch.matmul(q_g, k.transpose(-1, -2)).view(B, H, T, S)  # (B, H, T, S)

@@ -28,6 +28,8 @@ from typing import Sequence
 
 import torch
 
+from .._checks import check_positive_int
+
 __all__ = [
     "causal_mask",
     "padding_mask",
@@ -44,9 +46,8 @@ __all__ = [
 def _offsets(T: int, S: int | None, device) -> torch.Tensor:
     """Query-minus-key distance ``d[i, j] = (S - T + i) - j`` as a ``(T, S)`` long tensor."""
     S = T if S is None else S
-    for name, value in (("T", T), ("S", S)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    check_positive_int(T, "T")
+    check_positive_int(S, "S")
     if S < T:
         raise ValueError(
             f"S ({S}) must be >= T ({T}): queries are the last T of the S key positions; "
@@ -56,10 +57,6 @@ def _offsets(T: int, S: int | None, device) -> torch.Tensor:
     k_pos = torch.arange(S, device=device)  # (S,)
     return q_pos[:, None] - k_pos[None, :]  # (T, S)
 
-
-def _check_window(value: int, name: str) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
 def causal_mask(T: int, S: int | None = None, *, device=None) -> torch.Tensor:
@@ -130,7 +127,7 @@ def sliding_window_mask(
     Returns:
         ``(T, S)`` bool, True = may attend.
     """
-    _check_window(window, "window")
+    check_positive_int(window, "window")
     d = _offsets(T, S, device)  # (T, S)
     if causal:
         return (d >= 0) & (d < window)
@@ -151,8 +148,8 @@ def dilated_mask(
     Query at position ``q`` sees keys ``q, q - dilation, ..., q - (window - 1) * dilation``
     (and the mirror images when ``causal=False``). ``dilation=1`` is :func:`sliding_window_mask`.
     """
-    _check_window(window, "window")
-    _check_window(dilation, "dilation")
+    check_positive_int(window, "window")
+    check_positive_int(dilation, "dilation")
     d = _offsets(T, S, device)  # (T, S)
     hit = (d.abs() % dilation == 0) & (d.abs() < window * dilation)
     return hit & (d >= 0) if causal else hit
@@ -167,7 +164,7 @@ def strided_mask(
     ``stride`` positions back (strided part). Stacking layers lets information reach any
     earlier position in two hops.
     """
-    _check_window(stride, "stride")
+    check_positive_int(stride, "stride")
     d = _offsets(T, S, device)  # (T, S)
     hit = (d.abs() < stride) | (d.abs() % stride == 0)
     return hit & (d >= 0) if causal else hit
@@ -254,7 +251,7 @@ def receptive_field(mask: torch.Tensor, depth: int) -> torch.Tensor:
         mask.shape[0] != mask.shape[1]
     ):
         raise ValueError("mask must be a square (T, T) bool tensor")
-    _check_window(depth, "depth")
+    check_positive_int(depth, "depth")
     m = mask.float()
     reach = m.clone()
     for _ in range(depth - 1):

@@ -30,6 +30,8 @@ from typing import Sequence
 
 import torch
 
+from .._checks import check_positive_int
+
 __all__ = ["head_metrics", "METRICS"]
 
 #: Names of the metrics, in display order.
@@ -108,8 +110,7 @@ def head_metrics(
         dict ``name -> tensor`` with one value per head: shape ``(H,)`` for one layer,
         ``(L, H)`` for a list of layers. See the module docstring for definitions.
     """
-    if not isinstance(window, int) or window < 1:
-        raise ValueError(f"window must be a positive int, got {window!r}")
+    check_positive_int(window, "window")
     if isinstance(weights, (list, tuple)):
         if not weights:
             raise ValueError("weights is an empty list; expected one (B, H, T, S) per layer")

@@ -19,7 +19,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .._checks import check_choice, check_tensor
+from .._checks import check_choice, check_positive, check_positive_int, check_tensor
 from ..norm import make_norm
 from .functional import (
     _check_mask,
@@ -92,8 +92,7 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         for name, value in (("d_model", d_model), ("n_heads", n_heads), ("n_kv_heads", n_kv_heads)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+            check_positive_int(value, name)
         if n_heads % n_kv_heads:
             raise ValueError(
                 f"n_heads ({n_heads}) must be divisible by n_kv_heads ({n_kv_heads})"
@@ -105,8 +104,8 @@ class MultiHeadAttention(nn.Module):
                     "or pass head_dim explicitly"
                 )
             head_dim = d_model // n_heads
-        elif not isinstance(head_dim, int) or head_dim < 1:
-            raise ValueError(f"head_dim must be a positive int, got {head_dim!r}")
+        else:
+            check_positive_int(head_dim, "head_dim")
         if qk_norm is not None:
             check_choice(qk_norm, "qk_norm", (None, "rms", "layer", "rms_gemma"))
         check_choice(qk_norm_scope, "qk_norm_scope", ("head", "all"))
@@ -114,12 +113,12 @@ class MultiHeadAttention(nn.Module):
             raise ValueError("use either rope or alibi, not both")
         if rope is not None and not callable(rope):
             raise TypeError(f"rope must be callable as rope(q, k, positions), got {type(rope).__name__}")
-        if softcap is not None and softcap <= 0:
-            raise ValueError(f"softcap must be positive or None, got {softcap!r}")
-        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale <= 0):
-            raise ValueError(f"scale must be a positive number or None (1/sqrt(head_dim)), got {scale!r}")
-        if sliding_window is not None and (not isinstance(sliding_window, int) or sliding_window < 1):
-            raise ValueError(f"sliding_window must be a positive int or None, got {sliding_window!r}")
+        if softcap is not None:
+            check_positive(softcap, "softcap")
+        if scale is not None:
+            check_positive(scale, "scale")
+        if sliding_window is not None:
+            check_positive_int(sliding_window, "sliding_window")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
         self.d_model, self.n_heads, self.n_kv_heads, self.head_dim = d_model, n_heads, n_kv_heads, head_dim

@@ -18,15 +18,11 @@ import math
 
 import torch
 
-from .._checks import check_tensor
+from .._checks import check_positive_int, check_tensor
 from .functional import _check_qkv, repeat_kv
 
 __all__ = ["online_softmax", "online_softmax_trace", "tiled_attention"]
 
-
-def _check_block(value: int, name: str) -> None:
-    if not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
 def online_softmax(x: torch.Tensor, *, block_size: int = 16) -> torch.Tensor:
@@ -36,7 +32,7 @@ def online_softmax(x: torch.Tensor, *, block_size: int = 16) -> torch.Tensor:
     ``m`` grows; pass 2 writes ``exp(x - m) / l``. Equal to ``torch.softmax(x, -1)``.
     """
     check_tensor(x, "x", floating=True)
-    _check_block(block_size, "block_size")
+    check_positive_int(block_size, "block_size")
     m = torch.full(x.shape[:-1] + (1,), float("-inf"), dtype=x.dtype, device=x.device)
     l = torch.zeros_like(m)
     for start in range(0, x.shape[-1], block_size):
@@ -57,7 +53,7 @@ def online_softmax_trace(x: torch.Tensor, *, block_size: int = 1) -> dict[str, t
         entries read so far. ``l[-1] * exp(m[-1])`` equals ``exp(x).sum()``.
     """
     check_tensor(x, "x", ndim=1, floating=True)
-    _check_block(block_size, "block_size")
+    check_positive_int(block_size, "block_size")
     m, l = torch.tensor(float("-inf"), dtype=x.dtype), torch.tensor(0.0, dtype=x.dtype)
     ms, ls, ends = [], [], []
     for start in range(0, x.numel(), block_size):
@@ -99,8 +95,8 @@ def tiled_attention(
         (fully masked rows, possible only when ``S < T`` is excluded, do not arise).
     """
     H, G = _check_qkv(q, k, v)
-    _check_block(block_q, "block_q")
-    _check_block(block_k, "block_k")
+    check_positive_int(block_q, "block_q")
+    check_positive_int(block_k, "block_k")
     B, _, T, D = q.shape
     S = k.shape[2]
     if causal and S < T:

@@ -172,7 +172,7 @@ def test_sdpa_input_errors():
         scaled_dot_product_attention(q, k, v, bias=torch.ones(5, 7, dtype=torch.long))
     with pytest.raises(ValueError, match="fused=True cannot return weights"):
         scaled_dot_product_attention(q, k, v, fused=True, return_weights=True)
-    with pytest.raises(ValueError, match="scale must be a positive number"):
+    with pytest.raises(ValueError, match="scale must be positive, got -1.0"):
         scaled_dot_product_attention(q, k, v, scale=-1.0)
     with pytest.raises(ValueError, match="softcap must be positive"):
         scaled_dot_product_attention(q, k, v, softcap=0.0)
@@ -415,7 +415,7 @@ def test_mha_scale_matches_functional_scale_and_rejects_bad_values():
     default = MultiHeadAttention(32, 4, n_kv_heads=2)
     default.load_state_dict(mha.state_dict())
     assert not torch.allclose(default(x, return_weights=True)[1], w)  # the scale matters
-    with pytest.raises(ValueError, match=r"scale must be a positive number or None.*got -1"):
+    with pytest.raises(ValueError, match=r"scale must be positive, got -1"):
         MultiHeadAttention(32, 4, scale=-1)
 
 
