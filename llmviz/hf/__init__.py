@@ -1,15 +1,31 @@
-"""The Hugging Face bridge: load ``transformers`` checkpoints into llmviz models, and capture
-attention from Hugging Face models. Needs ``transformers`` (``pip install llmviz[hf]``).
+"""The Hugging Face bridge: load ``transformers`` 5.x checkpoints exactly and capture
+attention maps. Needs ``transformers`` (``pip install llmviz[hf]``).
+
+>>> import transformers, torch, llmviz.hf as lh
+>>> hc = transformers.Qwen3Config(vocab_size=100, hidden_size=64, intermediate_size=96,
+...     num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16)
+>>> hf = transformers.Qwen3ForCausalLM(hc).eval()
+>>> model = lh.from_hf(hf)                       # strict: every tensor used, every feature kept
+>>> ids = torch.tensor([[1, 5, 7, 2]])
+>>> bool((model(ids).logits - hf(ids).logits).abs().max() < 1e-5)
+True
+>>> maps = lh.capture_attention(hf, ids)         # per layer (B, H, T, S), GQA groups attached
+>>> maps.groups
+((0, 1), (2, 3))
+
+Supported families (:data:`SUPPORTED`): llama, mistral, qwen2, qwen3, gemma, gemma2,
+gemma3_text, olmo2, phi3, gpt2. Refused by name (:data:`REFUSED`): mixture-of-experts, latent
+attention, sinks, NoPE and linear-attention families, until llmviz has those components.
 """
 
 from __future__ import annotations
 
-from .bridge import (
-    capture_attention,
-    config_from_hf_gpt2,
-    config_from_hf_llama,
-    from_hf_gpt2,
-    from_hf_llama,
-)
+from .capture import AttentionMaps, capture_attention, kv_groups
+from .config import REFUSED, SUPPORTED, config_from_hf
+from .load import config_from_hf_gpt2, config_from_hf_llama, from_hf, from_hf_gpt2, from_hf_llama
 
-__all__ = ["config_from_hf_llama", "config_from_hf_gpt2", "from_hf_llama", "from_hf_gpt2", "capture_attention"]
+__all__ = [
+    "from_hf", "config_from_hf", "capture_attention",
+    "AttentionMaps", "kv_groups", "SUPPORTED", "REFUSED",
+    "from_hf_llama", "from_hf_gpt2", "config_from_hf_llama", "config_from_hf_gpt2",
+]

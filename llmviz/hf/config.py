@@ -1,0 +1,240 @@
+"""Translate a Hugging Face config into a :class:`~llmviz.model.config.ModelConfig`, exactly or not at all.
+
+:func:`config_from_hf` dispatches on ``config.model_type``. Each family reader states what the
+family computes (norm kind and placement, biases, QK-norm, soft-caps, windows per layer, RoPE
+per layer type) and checks every config field that would change the computation: a value
+llmviz cannot represent raises ``NotImplementedError`` (a feature llmviz lacks) or
+``ValueError`` (a value that contradicts the family), naming the field.
+
+Families: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, olmo2, phi3, gpt2.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..model.config import ModelConfig
+from .rope import rope_parameters_of, rope_spec
+
+__all__ = ["SUPPORTED", "REFUSED", "config_from_hf", "family_of"]
+
+#: model_type -> why llmviz cannot load it yet (these arrive with the Part V components).
+REFUSED = {
+    "mixtral": "mixture-of-experts feed-forward (8 experts, top-2 routing)",
+    "qwen2_moe": "mixture-of-experts feed-forward with a shared expert",
+    "qwen3_moe": "mixture-of-experts feed-forward (routed experts, top-k routing)",
+    "deepseek_v3": "multi-head latent attention and a mixture of routed and shared experts",
+    "deepseek_v2": "multi-head latent attention and a mixture of routed and shared experts",
+    "gpt_oss": "attention sinks and a mixture-of-experts feed-forward",
+    "smollm3": "NoPE layers (no rotary embedding on every fourth layer)",
+    "qwen3_next": "gated linear-attention (DeltaNet) layers and a mixture of experts",
+    "gemma3": "a vision-language model; load its text part (Gemma3ForCausalLM, model_type "
+              "'gemma3_text') instead",
+}
+
+_ACT = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh",
+        "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
+
+
+def family_of(hf_config: Any) -> str:
+    """``hf_config.model_type``, checked: refused and unknown families raise here."""
+    model_type = getattr(hf_config, "model_type", None)
+    if not isinstance(model_type, str):
+        raise TypeError(
+            "expected a transformers config (with .model_type), e.g. model.config or "
+            f"transformers.AutoConfig.from_pretrained(path); got {type(hf_config).__name__}"
+        )
+    if model_type in REFUSED:
+        raise NotImplementedError(
+            f"model_type {model_type!r} is not supported yet: {REFUSED[model_type]}"
+        )
+    if model_type not in SUPPORTED:
+        raise NotImplementedError(
+            f"model_type {model_type!r} has no llmviz reader; supported: {sorted(SUPPORTED)}"
+        )
+    return model_type
+
+
+def config_from_hf(hf_config: Any, **overrides: Any) -> ModelConfig:
+    """The :class:`ModelConfig` computing what ``hf_config``'s model computes.
+
+    Args:
+        hf_config: a transformers config (``model.config``) of a supported family.
+        **overrides: ModelConfig fields to change afterwards (e.g. ``max_seq_len``).
+
+    Raises:
+        NotImplementedError: the family, or one of its features, has no llmviz counterpart.
+        ValueError: a field has a value llmviz would not reproduce exactly.
+    """
+    fields = SUPPORTED[family_of(hf_config)](hf_config)
+    fields.update(overrides)
+    return ModelConfig(**fields)
+
+
+# ----------------------------------------------------------------------------- helpers
+def _get(c: Any, name: str, default: Any = None) -> Any:
+    value = getattr(c, name, default)
+    return default if value is None else value
+
+
+def _require(c: Any, name: str, allowed: Any, why: str) -> None:
+    value = getattr(c, name, None)
+    ok = value in allowed if isinstance(allowed, tuple) else value == allowed
+    if not ok:
+        raise NotImplementedError(f"{c.model_type}: {name}={value!r} is not supported ({why})")
+
+
+def _activation(c: Any, name: str) -> str:
+    value = getattr(c, name, None)
+    if value not in _ACT:
+        raise NotImplementedError(
+            f"{c.model_type}: {name}={value!r} is not supported; llmviz has {sorted(_ACT)}"
+        )
+    return _ACT[value]
+
+
+def _windows(c: Any) -> tuple[int | None, ...] | None:
+    """Per-layer windows from ``layer_types`` ("full_attention" / "sliding_attention")."""
+    types = getattr(c, "layer_types", None)
+    if types is None:
+        return None
+    if len(types) != c.num_hidden_layers:
+        raise ValueError(
+            f"{c.model_type}: layer_types has {len(types)} entries for {c.num_hidden_layers} layers"
+        )
+    unknown = sorted(set(types) - {"full_attention", "sliding_attention"})
+    if unknown:
+        raise NotImplementedError(f"{c.model_type}: layer types {unknown} are not supported")
+    window = getattr(c, "sliding_window", None)
+    if "sliding_attention" in types and not window:
+        raise ValueError(f"{c.model_type}: sliding_attention layers but sliding_window={window!r}")
+    out = tuple(window if t == "sliding_attention" else None for t in types)
+    return out if any(w is not None for w in out) else None
+
+
+def _decoder(c: Any, *, allow_partial: bool = False, rope_params: dict | None = None) -> dict[str, Any]:
+    """Fields every RoPE decoder family shares (Llama's layout)."""
+    if getattr(c, "use_bidirectional_attention", None):
+        raise NotImplementedError(f"{c.model_type}: use_bidirectional_attention=True (llmviz is causal)")
+    n_heads = c.num_attention_heads
+    head_dim = _get(c, "head_dim", c.hidden_size // n_heads)
+    params = rope_parameters_of(c) if rope_params is None else rope_params
+    if set(params) & {"full_attention", "sliding_attention"}:
+        raise NotImplementedError(
+            f"{c.model_type}: rope_parameters per layer type is only read for gemma3_text"
+        )
+    rope = rope_spec(params, head_dim=head_dim, max_position_embeddings=c.max_position_embeddings,
+                     allow_partial=allow_partial, where=f"{c.model_type} rope_parameters")
+    return dict(
+        vocab_size=c.vocab_size, d_model=c.hidden_size, n_layers=c.num_hidden_layers,
+        n_heads=n_heads, n_kv_heads=_get(c, "num_key_value_heads", n_heads), head_dim=head_dim,
+        d_ff=c.intermediate_size, max_seq_len=c.max_position_embeddings, position="rope",
+        rope_base=rope.base, rope_scaling=rope.scaling, rotary_dim=rope.rotary_dim,
+        rope_layout="half", norm="rms", norm_eps=float(c.rms_norm_eps), placement="pre",
+        ffn="swiglu", activation=_activation(c, "hidden_act") if hasattr(c, "hidden_act") else None,
+        bias=False, attn_bias=bool(getattr(c, "attention_bias", False)),
+        tie_embeddings=bool(getattr(c, "tie_word_embeddings", False)), layer_windows=_windows(c),
+    )
+
+
+def _check_glu_silu(c: Any, fields: dict) -> dict:
+    if fields["activation"] != "silu":
+        raise NotImplementedError(f"{c.model_type}: hidden_act={c.hidden_act!r}; this family uses silu")
+    return fields
+
+
+# ----------------------------------------------------------------------------- families
+def _llama(c: Any) -> dict[str, Any]:
+    f = _check_glu_silu(c, _decoder(c))
+    f["bias"] = bool(getattr(c, "mlp_bias", False))  # attn_bias keeps attention_bias
+    return f
+
+
+def _mistral(c: Any) -> dict[str, Any]:
+    f = _check_glu_silu(c, _decoder(c))
+    window = getattr(c, "sliding_window", None)
+    f["layer_windows"] = None if window is None else (int(window),) * c.num_hidden_layers
+    return f
+
+
+def _qwen2(c: Any) -> dict[str, Any]:
+    f = _check_glu_silu(c, _decoder(c))
+    f.update(attn_bias=True, o_bias=False)  # q/k/v always biased, o_proj never
+    return f
+
+
+def _qwen3(c: Any) -> dict[str, Any]:
+    f = _check_glu_silu(c, _decoder(c))
+    f.update(qk_norm="rms", qk_norm_eps=float(c.rms_norm_eps), qk_norm_scope="head")
+    return f
+
+
+def _olmo2(c: Any) -> dict[str, Any]:
+    f = _check_glu_silu(c, _decoder(c))
+    f.update(placement="post_sublayer", qk_norm="rms", qk_norm_eps=float(c.rms_norm_eps),
+             qk_norm_scope="all")
+    return f
+
+
+def _phi3(c: Any) -> dict[str, Any]:
+    f = _check_glu_silu(c, _decoder(c, allow_partial=True))
+    window = getattr(c, "sliding_window", None)
+    f["layer_windows"] = None if window is None else (int(window),) * c.num_hidden_layers
+    return f
+
+
+def _gemma(c: Any) -> dict[str, Any]:
+    f = _decoder(c)
+    f.update(norm="rms_gemma", ffn="geglu", embed_scale=True)
+    return f
+
+
+def _gemma2(c: Any, rope_params: dict | None = None) -> dict[str, Any]:
+    f = _decoder(c, rope_params=rope_params)
+    f.update(norm="rms_gemma", ffn="geglu", embed_scale=True, placement="sandwich",
+             activation=_activation(c, "hidden_activation"),
+             query_pre_attn_scalar=float(c.query_pre_attn_scalar),
+             attn_softcap=_get(c, "attn_logit_softcapping"),
+             final_softcap=_get(c, "final_logit_softcapping"))
+    return f
+
+
+def _gemma3_text(c: Any) -> dict[str, Any]:
+    params = rope_parameters_of(c)
+    nested = {k: params.pop(k) for k in ("full_attention", "sliding_attention") if k in params}
+    if params and nested:
+        raise ValueError(f"gemma3_text: rope_parameters mixes per-layer-type and flat keys {sorted(params)}")
+    full = nested.get("full_attention", params)
+    local = nested.get("sliding_attention", full)
+    f = _gemma2(c, rope_params=dict(full))  # global layers: rope_base and rope_scaling
+    head = f["head_dim"]
+    spec = rope_spec(local, head_dim=head, max_position_embeddings=c.max_position_embeddings,
+                     where="gemma3_text rope_parameters['sliding_attention']")
+    if spec.scaling is not None:
+        raise NotImplementedError(
+            f"gemma3_text: sliding_attention rope_type={spec.kind!r}; llmviz scales only the "
+            "global layers' RoPE (local layers use a plain base)"
+        )
+    f.update(qk_norm="rms_gemma", qk_norm_eps=float(c.rms_norm_eps), qk_norm_scope="head",
+             local_rope_base=spec.base if f["layer_windows"] else None)
+    return f
+
+
+def _gpt2(c: Any) -> dict[str, Any]:
+    _require(c, "scale_attn_by_inverse_layer_idx", (False, None), "Mistral-style per-layer scaling")
+    _require(c, "add_cross_attention", (False, None), "llmviz models are decoder-only")
+    return dict(
+        vocab_size=c.vocab_size, d_model=c.n_embd, n_layers=c.n_layer, n_heads=c.n_head,
+        d_ff=_get(c, "n_inner", 4 * c.n_embd), max_seq_len=c.n_positions, position="learned",
+        norm="layer", norm_eps=float(c.layer_norm_epsilon), placement="pre", ffn="mlp",
+        activation=_activation(c, "activation_function"), bias=True,
+        tie_embeddings=bool(getattr(c, "tie_word_embeddings", True)),
+        query_pre_attn_scalar=None if getattr(c, "scale_attn_weights", True) else 1.0,
+    )
+
+
+#: model_type -> reader returning ModelConfig fields.
+SUPPORTED: dict[str, Callable[[Any], dict[str, Any]]] = {
+    "llama": _llama, "mistral": _mistral, "qwen2": _qwen2, "qwen3": _qwen3, "gemma": _gemma,
+    "gemma2": _gemma2, "gemma3_text": _gemma3_text, "olmo2": _olmo2, "phi3": _phi3, "gpt2": _gpt2,
+}

@@ -1,0 +1,193 @@
+"""Load a Hugging Face checkpoint into a :class:`~llmviz.model.lm.DecoderLM`: every tensor used, or an error.
+
+The loader first writes a *plan*: for every tensor of the llmviz model, the checkpoint tensor it
+comes from (and, for fused projections, which rows). The checkpoint must then hold exactly the
+planned tensors: one it lacks raises ``ValueError`` naming it, and so does one the plan never
+reads (an unused tensor is a feature llmviz would silently drop, e.g. Qwen 2's q/k/v biases).
+
+Renames (llmviz names follow HF Llama where they can):
+
+==========================================  ===========================================
+Hugging Face (``model.`` / ``transformer.``)  llmviz
+==========================================  ===========================================
+``input_layernorm``                          ``attn_norm``
+``post_attention_layernorm``                 ``ffn_norm`` (pre-norm), ``post_attn_norm``
+                                             (Gemma 2/3 sandwich), ``attn_norm`` (OLMo 2)
+``pre_feedforward_layernorm``                ``ffn_norm`` (sandwich)
+``post_feedforward_layernorm``               ``post_ffn_norm`` (sandwich), ``ffn_norm`` (OLMo 2)
+``qkv_proj`` (Phi-3, rows q | k | v)         ``q_proj``, ``k_proj``, ``v_proj``
+``gate_up_proj`` (Phi-3, rows gate | up)     ``gate_proj``, ``up_proj``
+GPT-2 ``c_attn``, ``c_fc``, ``c_proj``       transposed (``Conv1D`` stores ``(in, out)``)
+==========================================  ===========================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import torch
+
+from ..model.config import ModelConfig
+from ..model.lm import DecoderLM
+
+__all__ = ["Source", "plan_for", "load_checkpoint", "state_dict_of"]
+
+_NORM_NAMES = {  # placement -> {HF norm name: llmviz norm name}
+    "pre": {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm"},
+    "sandwich": {"input_layernorm": "attn_norm", "post_attention_layernorm": "post_attn_norm",
+                 "pre_feedforward_layernorm": "ffn_norm", "post_feedforward_layernorm": "post_ffn_norm"},
+    "post_sublayer": {"post_attention_layernorm": "attn_norm", "post_feedforward_layernorm": "ffn_norm"},
+}
+_GPT2 = {"attn.c_proj": "self_attn.o_proj", "mlp.c_fc": "mlp.up_proj", "mlp.c_proj": "mlp.down_proj",
+         "ln_1": "attn_norm", "ln_2": "ffn_norm"}
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where one llmviz tensor comes from: ``key``, optional ``rows`` slice, and whether the
+    stored matrix is transposed (GPT-2's ``Conv1D``), in which case rows are taken after ``.t()``."""
+
+    key: str
+    rows: tuple[int, int] | None = None
+    transpose: bool = False
+
+
+def state_dict_of(model_or_state_dict: Any) -> dict[str, torch.Tensor]:
+    """The tensors of a model or a state dict (a plain ``dict`` copy)."""
+    if isinstance(model_or_state_dict, Mapping):
+        sd = dict(model_or_state_dict)
+    elif hasattr(model_or_state_dict, "state_dict"):
+        sd = dict(model_or_state_dict.state_dict())
+    else:
+        raise TypeError(
+            "expected a Hugging Face model or its state_dict(), got "
+            f"{type(model_or_state_dict).__name__}"
+        )
+    bad = [k for k, v in sd.items() if not isinstance(k, str) or not isinstance(v, torch.Tensor)]
+    if bad:
+        raise TypeError(f"a state_dict maps names to tensors; entries {bad[:3]} are not str -> Tensor")
+    return sd
+
+
+def plan_for(config: ModelConfig, family: str, target_keys: list[str]) -> dict[str, Source]:
+    """For each llmviz tensor name in ``target_keys``, its :class:`Source` in the checkpoint
+    (checkpoint names without the ``model.``/``transformer.`` prefix)."""
+    if family == "gpt2":
+        return {k: _gpt2_source(k, config) for k in target_keys}
+    inverse = {ours: hf for hf, ours in _NORM_NAMES[config.placement].items()}
+    plan = {}
+    for key in target_keys:
+        if not key.startswith("layers."):
+            plan[key] = Source(key)  # embed_tokens, norm (lm_head is handled by the loader)
+            continue
+        _, i, module, rest = key.split(".", 3)
+        if module in inverse:
+            plan[key] = Source(f"layers.{i}.{inverse[module]}.{rest}")
+        elif family == "phi3" and rest.startswith(("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")):
+            plan[key] = _phi3_source(i, module, rest, config)
+        else:
+            plan[key] = Source(key)
+    return plan
+
+
+def _phi3_source(i: str, module: str, rest: str, c: ModelConfig) -> Source:
+    name = rest.split(".")[0]
+    q, kv = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
+    rows = {"q_proj": (0, q), "k_proj": (q, q + kv), "v_proj": (q + kv, q + 2 * kv),
+            "gate_proj": (0, c.d_ff), "up_proj": (c.d_ff, 2 * c.d_ff)}[name]
+    fused = "qkv_proj" if name in ("q_proj", "k_proj", "v_proj") else "gate_up_proj"
+    return Source(f"layers.{i}.{module}.{fused}.{rest.split('.', 1)[1]}", rows)
+
+
+def _gpt2_source(key: str, c: ModelConfig) -> Source:
+    top = {"embed_tokens.weight": "wte.weight", "embed_positions.weight": "wpe.weight",
+           "norm.weight": "ln_f.weight", "norm.bias": "ln_f.bias"}
+    if key in top:
+        return Source(top[key])
+    if not key.startswith("layers."):
+        return Source(key)
+    _, i, rest = key.split(".", 2)
+    C = c.d_model
+    for j, proj in enumerate(("q_proj", "k_proj", "v_proj")):
+        if rest.startswith(f"self_attn.{proj}."):
+            kind = rest.rsplit(".", 1)[1]
+            return Source(f"h.{i}.attn.c_attn.{kind}", (j * C, (j + 1) * C), kind == "weight")
+    for hf, ours in _GPT2.items():
+        if rest.startswith(ours + "."):
+            kind = rest.rsplit(".", 1)[1]
+            return Source(f"h.{i}.{hf}.{kind}", None, kind == "weight" and not hf.startswith("ln"))
+    return Source(key)
+
+
+def _strip_prefix(sd: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
+    return {k[len(prefix):] if k.startswith(prefix) else k: v for k, v in sd.items()}
+
+
+def _take(sd: dict[str, torch.Tensor], src: Source) -> torch.Tensor:
+    value = sd[src.key]
+    if src.transpose:
+        value = value.t()
+    if src.rows is not None:
+        value = value[src.rows[0]:src.rows[1]]
+    return value
+
+
+def _check_fused(sd: dict, plan: dict[str, Source]) -> None:
+    ends: dict[str, int] = {}
+    for src in plan.values():
+        if src.rows is not None:
+            ends[src.key] = max(ends.get(src.key, 0), src.rows[1])
+    for key, end in ends.items():
+        rows = sd[key].shape[1 if plan_transposed(plan, key) else 0]
+        if rows != end:
+            raise ValueError(
+                f"fused tensor {key!r} has {rows} rows but the config's heads/sizes account for "
+                f"{end}; the checkpoint does not match its config"
+            )
+
+
+def plan_transposed(plan: dict[str, Source], key: str) -> bool:
+    return any(s.transpose for s in plan.values() if s.key == key)
+
+
+def load_checkpoint(sd: dict[str, torch.Tensor], config: ModelConfig, family: str) -> DecoderLM:
+    """A :class:`DecoderLM` built from ``config`` holding the tensors of ``sd`` (strict)."""
+    sd = _strip_prefix(sd, "transformer." if family == "gpt2" else "model.")
+    model = DecoderLM(config)
+    target = model.state_dict()
+    plan = plan_for(config, family, [k for k in target if k != "lm_head.weight"])
+    embed_key = plan["embed_tokens.weight"].key
+    used = {src.key for src in plan.values()}
+    missing = sorted(k for k in used if k not in sd)
+    head = sd.get("lm_head.weight")
+    if config.tie_embeddings:
+        if head is not None and embed_key in sd and not torch.equal(head, sd[embed_key]):
+            raise ValueError(
+                "tie_word_embeddings=True but the checkpoint's lm_head.weight differs from its "
+                f"{embed_key}; set config.tie_word_embeddings=False to load an untied head"
+            )
+    elif head is None:
+        missing.append("lm_head.weight (tie_word_embeddings=False: an untied output matrix)")
+    used.add("lm_head.weight")
+    if missing:
+        raise ValueError(f"the checkpoint lacks tensors the {family} config implies: {missing[:6]}"
+                         f"{' ...' if len(missing) > 6 else ''}; is the config the model's own?")
+    unused = sorted(k for k in sd if k not in used)
+    if unused:
+        raise ValueError(
+            f"{len(unused)} checkpoint tensor(s) would be left unused, so the llmviz model would "
+            f"compute something else: {unused[:6]}{' ...' if len(unused) > 6 else ''}. The "
+            f"{family} config does not describe them; llmviz refuses rather than drop them"
+        )
+    _check_fused(sd, plan)
+    ours = {key: _take(sd, src) for key, src in plan.items()}
+    ours["lm_head.weight"] = ours["embed_tokens.weight"] if config.tie_embeddings else head
+    for key, value in ours.items():
+        if value.shape != target[key].shape:
+            raise ValueError(
+                f"{key}: checkpoint shape {tuple(value.shape)} != shape {tuple(target[key].shape)} "
+                "implied by the config; the checkpoint does not match its config"
+            )
+    model.load_state_dict({k: v.contiguous() for k, v in ours.items()}, strict=True)
+    return model

@@ -1,0 +1,80 @@
+"""Tiny random Hugging Face models of every supported family, built in code (offline).
+
+Norm weights and every bias are pushed away from their initial values, so that a norm or a
+bias the loader ignored changes the logits.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+logging.getLogger("transformers").setLevel(logging.ERROR)  # tiny vocabularies trip token-id notes
+
+V = 100
+_TINY = dict(vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+             initializer_range=0.1, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+
+#: name -> (config class, model class, config overrides)
+FAMILIES = {
+    "llama": ("LlamaConfig", "LlamaForCausalLM",
+              dict(rope_parameters={"rope_type": "default", "rope_theta": 500000.0})),
+    "llama-bias": ("LlamaConfig", "LlamaForCausalLM", dict(attention_bias=True, mlp_bias=True)),
+    "llama-tied": ("LlamaConfig", "LlamaForCausalLM", dict(tie_word_embeddings=True)),
+    "mistral": ("MistralConfig", "MistralForCausalLM", dict(sliding_window=7)),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM",
+              dict(use_sliding_window=True, sliding_window=6, max_window_layers=1)),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(head_dim=16, rms_norm_eps=1e-5)),
+    "gemma": ("GemmaConfig", "GemmaForCausalLM", dict(head_dim=16)),
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM",
+               dict(head_dim=16, sliding_window=6, query_pre_attn_scalar=20,
+                    attn_logit_softcapping=5.0, final_logit_softcapping=3.0)),
+    "gemma3_text": ("Gemma3TextConfig", "Gemma3ForCausalLM",
+                    dict(head_dim=16, num_hidden_layers=6, sliding_window=5, query_pre_attn_scalar=20,
+                         rope_parameters={
+                             "sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+                             "full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6}})),
+    "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", dict(rms_norm_eps=1e-6)),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM",
+             dict(sliding_window=7, rope_parameters={"rope_type": "default", "rope_theta": 1e4,
+                                                     "partial_rotary_factor": 0.5})),
+    "gpt2": ("GPT2Config", "GPT2LMHeadModel", {}),
+}
+
+
+def build(config_cls: str, model_cls: str, **overrides):
+    """A seeded tiny model of that class, norms and biases randomised, in eval mode."""
+    if config_cls == "GPT2Config":
+        cfg = dict(vocab_size=V, n_embd=64, n_layer=2, n_head=4, n_positions=64,
+                   initializer_range=0.1, bos_token_id=1, eos_token_id=2)
+    else:
+        cfg = dict(_TINY)
+    cfg.update(overrides)
+    torch.manual_seed(0)
+    hf = getattr(transformers, model_cls)(getattr(transformers, config_cls)(**cfg)).eval()
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            if "norm" in name or "ln_" in name or name.endswith(".bias"):
+                p.add_(0.3 * torch.randn_like(p))
+    return hf
+
+
+@pytest.fixture
+def make_hf():
+    """``make_hf(family, **config_overrides)`` -> a tiny HF model (see :data:`FAMILIES`)."""
+
+    def make(family: str, **overrides):
+        config_cls, model_cls, base = FAMILIES[family]
+        return build(config_cls, model_cls, **{**base, **overrides})
+
+    return make
+
+
+@pytest.fixture
+def ids(gen) -> torch.Tensor:
+    """(2, 24) token ids: longer than every sliding window above."""
+    return torch.randint(3, V, (2, 24), generator=gen)

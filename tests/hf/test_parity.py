@@ -1,0 +1,118 @@
+"""Every supported family loads to the same logits (float32, max |diff| <= 1e-5) and the same
+greedy generation as Hugging Face; every RoPE type transformers 5 computes is read from
+``rope_parameters``."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from llmviz.hf import config_from_hf, from_hf
+from llmviz.model import generate
+
+from .conftest import FAMILIES
+
+transformers = pytest.importorskip("transformers")
+
+
+def _max_diff(hf, ours, x, **kw) -> tuple[float, float]:
+    with torch.no_grad():
+        ref, got = hf(x, **kw).logits, ours(x, **kw).logits
+    return (got - ref).abs().max().item(), ref.abs().max().item()
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_logits_match(family, make_hf, ids):
+    hf = make_hf(family)
+    ours = from_hf(hf)
+    diff, size = _max_diff(hf, ours, ids)
+    assert size > 1.0  # the logits are not trivially small
+    assert diff <= 1e-5, f"{family}: max |logit diff| {diff:.2e}"
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_greedy_generation_matches(family, make_hf, gen):
+    hf = make_hf(family)
+    ours = from_hf(hf)
+    prompt = torch.randint(3, 100, (1, 5), generator=gen)
+    ref = hf.generate(prompt, max_new_tokens=12, do_sample=False, eos_token_id=None, pad_token_id=0)
+    got = generate(ours, prompt, max_new_tokens=12, temperature=0)
+    assert torch.equal(got, ref)
+
+
+def test_features_are_represented(make_hf):
+    """The translated configs carry each family's defining features."""
+    c = config_from_hf(make_hf("qwen2").config)
+    assert (c.attn_bias, c.o_bias, c.layer_windows) == (True, False, (None, 6))
+    c = config_from_hf(make_hf("qwen3").config)
+    assert (c.qk_norm, c.qk_norm_scope, c.qk_norm_eps) == ("rms", "head", 1e-5)
+    c = config_from_hf(make_hf("olmo2").config)
+    assert (c.placement, c.qk_norm_scope) == ("post_sublayer", "all")
+    c = config_from_hf(make_hf("gemma2").config)
+    assert (c.placement, c.norm, c.attn_softcap, c.final_softcap, c.query_pre_attn_scalar) == (
+        "sandwich", "rms_gemma", 5.0, 3.0, 20.0)
+    assert c.layer_windows == (6, None) and c.embed_scale
+    c = config_from_hf(make_hf("gemma3_text").config)
+    assert c.layer_windows == (5, 5, 5, 5, 5, None)  # 5 local : 1 global
+    assert (c.local_rope_base, c.rope_base, c.rope_scaling.kind) == (100.0, 1e6, "linear")
+    assert c.qk_norm == "rms_gemma"
+    c = config_from_hf(make_hf("phi3").config)
+    assert (c.rotary_dim, c.layer_windows) == (8, (7, 7))
+    assert config_from_hf(make_hf("llama").config).rope_base == 500000.0
+
+
+@pytest.mark.parametrize(
+    "rope",
+    [
+        {"rope_type": "default", "rope_theta": 1e6},
+        {"rope_type": "linear", "factor": 4.0, "rope_theta": 5e5},
+        {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 1e4},
+        {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e6},
+        {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e6, "original_max_position_embeddings": 8,
+         "beta_fast": 16.0, "beta_slow": 2.0, "truncate": False, "attention_factor": 1.2},
+        {"rope_type": "yarn", "factor": 8.0, "rope_theta": 1e4, "original_max_position_embeddings": 8,
+         "mscale": 1.0, "mscale_all_dim": 0.5},
+        {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+         "original_max_position_embeddings": 8, "rope_theta": 5e5},
+    ],
+    ids=["default", "linear", "dynamic", "yarn", "yarn-options", "yarn-mscale", "llama3"],
+)
+def test_llama_every_rope_type(rope, make_hf, ids):
+    hf = make_hf("llama", rope_parameters=dict(rope), max_position_embeddings=16)
+    ours = from_hf(hf)
+    assert ours.config.rope_base == rope["rope_theta"]
+    diff, size = _max_diff(hf, ours, ids)  # 24 tokens: past the trained 16 (dynamic rescales)
+    assert diff <= 1e-5 * max(1.0, size), f"{rope['rope_type']}: {diff:.2e}"
+
+
+def test_legacy_rope_theta_and_rope_scaling_are_read(make_hf, ids):
+    hf = make_hf("llama", rope_theta=5e5, rope_scaling={"rope_type": "linear", "factor": 2.0},
+                 rope_parameters=None)
+    ours = from_hf(hf)
+    assert ours.config.rope_base == 5e5 and ours.config.rope_scaling.kind == "linear"
+    diff, _ = _max_diff(hf, ours, ids)
+    assert diff <= 1e-5
+
+
+def test_padding_mask_and_kv_cache_match(make_hf, gen):
+    hf = make_hf("gemma2")
+    ours = from_hf(hf)
+    x = torch.randint(3, 100, (2, 12), generator=gen)
+    mask = torch.ones(2, 12, dtype=torch.long)
+    mask[1, 9:] = 0  # right padding
+    with torch.no_grad():
+        ref, got = hf(x, attention_mask=mask).logits, ours(x, attention_mask=mask).logits
+        torch.testing.assert_close(got[0], ref[0], atol=1e-5, rtol=0)
+        torch.testing.assert_close(got[1, :9], ref[1, :9], atol=1e-5, rtol=0)
+        cache = ours.new_cache()
+        steps = [ours(x[:, :4], cache=cache).logits]
+        steps += [ours(x[:, t:t + 1], cache=cache).logits for t in range(4, 12)]
+    torch.testing.assert_close(torch.cat(steps, 1), ours(x).logits, atol=1e-5, rtol=0)
+
+
+def test_state_dict_and_config_load_like_the_model(make_hf, ids):
+    hf = make_hf("qwen3")
+    a, b = from_hf(hf), from_hf(hf.state_dict(), config=hf.config)
+    with torch.no_grad():
+        torch.testing.assert_close(a(ids).logits, b(ids).logits, rtol=0, atol=0)
+    assert from_hf(hf, dtype=torch.float64).lm_head.weight.dtype == torch.float64

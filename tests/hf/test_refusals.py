@@ -1,0 +1,153 @@
+"""The bridge loads exactly or refuses, naming what it cannot represent; bad inputs name the fix."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from llmviz.hf import (
+    REFUSED,
+    config_from_hf,
+    config_from_hf_gpt2,
+    config_from_hf_llama,
+    from_hf,
+    from_hf_gpt2,
+    from_hf_llama,
+)
+
+transformers = pytest.importorskip("transformers")
+
+
+def test_llama_state_dict_with_one_extra_tensor_is_refused(make_hf):
+    hf = make_hf("llama")
+    sd = hf.state_dict()
+    sd["model.layers.0.self_attn.extra_scale"] = torch.ones(4)
+    with pytest.raises(ValueError, match=r"1 checkpoint tensor\(s\) would be left unused.*extra_scale"):
+        from_hf(sd, config=hf.config)
+
+
+def test_missing_tensor_is_named(make_hf):
+    hf = make_hf("llama")
+    sd = {k: v for k, v in hf.state_dict().items() if "layers.1.mlp.up_proj" not in k}
+    with pytest.raises(ValueError, match=r"lacks tensors .*layers\.1\.mlp\.up_proj\.weight"):
+        from_hf(sd, config=hf.config)
+
+
+@pytest.mark.parametrize(
+    "family, tensor",
+    [("qwen2", "q_proj.bias"), ("qwen3", "q_norm.weight"), ("gemma2", "pre_feedforward_layernorm.weight")],
+)
+def test_features_a_wrong_config_would_drop_are_refused(family, tensor, make_hf):
+    """A checkpoint read with a Llama config: its extra biases / norms are named, not dropped."""
+    hf = make_hf(family)
+    llama = make_hf("llama").config  # same sizes (head_dim 16), plain Llama features
+    with pytest.raises(ValueError, match=f"would be left unused.*{tensor.split('.')[0]}"):
+        from_hf(hf.state_dict(), config=llama)
+
+
+def test_o_proj_bias_that_the_family_lacks_is_refused(make_hf):
+    hf = make_hf("qwen2")
+    sd = hf.state_dict()
+    sd["model.layers.0.self_attn.o_proj.bias"] = torch.zeros(64)
+    with pytest.raises(ValueError, match=r"left unused.*o_proj\.bias"):
+        from_hf(sd, config=hf.config)
+
+
+def test_tie_word_embeddings_mismatches(make_hf):
+    hf = make_hf("llama-tied")
+    sd = hf.state_dict()
+    sd["lm_head.weight"] = sd["lm_head.weight"] + 1.0  # a separate, different head
+    with pytest.raises(ValueError, match="tie_word_embeddings=True but the checkpoint's lm_head.weight differs"):
+        from_hf(sd, config=hf.config)
+    untied = make_hf("llama")
+    sd = {k: v for k, v in untied.state_dict().items() if k != "lm_head.weight"}
+    with pytest.raises(ValueError, match=r"lacks tensors .*lm_head\.weight \(tie_word_embeddings=False"):
+        from_hf(sd, config=untied.config)
+
+
+def test_fused_and_shape_mismatches_are_refused(make_hf):
+    hf = make_hf("phi3")
+    sd = hf.state_dict()
+    sd["model.layers.0.self_attn.qkv_proj.weight"] = torch.zeros(80, 64)
+    with pytest.raises(ValueError, match="fused tensor 'layers.0.self_attn.qkv_proj.weight' has 80 rows"):
+        from_hf(sd, config=hf.config)
+    sd = make_hf("llama").state_dict()
+    sd["model.norm.weight"] = torch.ones(65)
+    with pytest.raises(ValueError, match=r"norm\.weight: checkpoint shape \(65,\)"):
+        from_hf(sd, config=make_hf("llama").config)
+
+
+@pytest.mark.parametrize(
+    "rope, error, match",
+    [
+        ({"rope_type": "longrope", "rope_theta": 1e4, "long_factor": [1.0] * 8,
+          "short_factor": [1.0] * 8, "original_max_position_embeddings": 32},
+         NotImplementedError, "rope_type='longrope' is not supported: LongRoPE"),
+        ({"rope_type": "proportional", "rope_theta": 1e4}, NotImplementedError,
+         "rope_type='proportional' is not supported"),
+        ({"rope_type": "wobbly", "rope_theta": 1e4}, ValueError, "unknown rope_type 'wobbly'"),
+        ({"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4, "wiggle": 1.0}, ValueError,
+         r"keys \['wiggle'\] are not understood for rope_type='linear'"),
+        ({"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5},
+         NotImplementedError, "partial_rotary_factor=0.5 is not used this way"),
+    ],
+    ids=["longrope", "proportional", "unknown", "unknown-key", "partial-on-llama"],
+)
+def test_rope_refusals(rope, error, match, make_hf):
+    config = make_hf("llama").config
+    config.rope_parameters = rope  # as a config.json could say; bypasses transformers' own checks
+    with pytest.raises(error, match=match):
+        config_from_hf(config)
+
+
+@pytest.mark.parametrize("model_type", sorted(REFUSED))
+def test_refused_families_are_named(model_type):
+    config = transformers.AutoConfig.for_model(model_type)
+    with pytest.raises(NotImplementedError, match=f"model_type '{model_type}' is not supported yet"):
+        config_from_hf(config)
+
+
+def test_unknown_family_and_unsupported_features():
+    with pytest.raises(NotImplementedError, match="model_type 'bert' has no llmviz reader; supported"):
+        config_from_hf(transformers.BertConfig())
+    tiny = dict(vocab_size=100, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                num_attention_heads=4)
+    with pytest.raises(NotImplementedError, match="hidden_act='gelu'; this family uses silu"):
+        config_from_hf(transformers.LlamaConfig(hidden_act="gelu", **tiny))
+    with pytest.raises(NotImplementedError, match="use_bidirectional_attention=True"):
+        config_from_hf(transformers.GemmaConfig(use_bidirectional_attention=True, head_dim=16, **tiny))
+    with pytest.raises(NotImplementedError, match="hidden_act='quick_gelu' is not supported"):
+        config_from_hf(transformers.GemmaConfig(hidden_act="quick_gelu", head_dim=16, **tiny))
+    gpt2 = dict(vocab_size=100, n_embd=64, n_layer=2, n_head=4)
+    with pytest.raises(NotImplementedError, match="scale_attn_by_inverse_layer_idx=True"):
+        config_from_hf(transformers.GPT2Config(scale_attn_by_inverse_layer_idx=True, **gpt2))
+    with pytest.raises(NotImplementedError, match="add_cross_attention=True"):
+        config_from_hf(transformers.GPT2Config(add_cross_attention=True, **gpt2))
+
+
+def test_bad_inputs_name_the_fix(make_hf):
+    hf = make_hf("llama")
+    with pytest.raises(ValueError, match=r"bare state_dict: pass its transformers config too"):
+        from_hf(hf.state_dict())
+    with pytest.raises(TypeError, match="expected a Hugging Face model or its state_dict"):
+        from_hf(42, config=hf.config)
+    with pytest.raises(TypeError, match=r"entries \[3\] are not str -> Tensor"):
+        from_hf({3: torch.zeros(1)}, config=hf.config)
+    with pytest.raises(TypeError, match="expected a transformers config .* got dict"):
+        config_from_hf({"model_type": "llama"})
+    with pytest.raises(TypeError, match="dtype must be a floating torch.dtype"):
+        from_hf(hf, dtype=torch.int64)
+
+
+def test_family_specific_entry_points(make_hf, ids):
+    llama, gpt2 = make_hf("llama"), make_hf("gpt2")
+    assert config_from_hf_llama(llama.config).position == "rope"
+    assert config_from_hf_gpt2(gpt2.config).position == "learned"
+    with torch.no_grad():
+        diff = (from_hf_gpt2(gpt2)(ids).logits - gpt2(ids).logits).abs().max()
+        assert diff <= 1e-5
+        assert (from_hf_llama(llama.state_dict(), llama.config)(ids).logits - llama(ids).logits).abs().max() <= 1e-5
+    with pytest.raises(ValueError, match="from_hf_llama loads 'llama' checkpoints, got model_type 'gpt2'"):
+        from_hf_llama(gpt2)
+    with pytest.raises(ValueError, match="config_from_hf_gpt2 loads 'gpt2' checkpoints"):
+        config_from_hf_gpt2(llama.config)
