@@ -30,6 +30,7 @@ from .._checks import check_tensor
 from ..attention.kv_cache import KVCache
 from ..attention.masks import padding_mask
 from ..norm import make_norm
+from ..training.losses import z_loss
 from .block import TransformerBlock
 from .config import ModelConfig
 
@@ -219,8 +220,6 @@ class DecoderLM(nn.Module):
         target = labels[:, 1:]  # (B, T-1)
         loss = F.cross_entropy(pred.reshape(-1, pred.shape[-1]), target.reshape(-1), ignore_index=-100)
         w = self.config.z_loss_weight
-        if w > 0:
-            keep = target != -100
-            z = torch.logsumexp(pred, dim=-1)[keep]  # log partition function per kept token
-            loss = loss + w * (z**2).mean()
+        if w > 0:  # the trainer adds the same term (llmviz.training.losses.z_loss)
+            loss = loss + w * z_loss(pred, target != -100)  # over kept tokens only
         return loss
