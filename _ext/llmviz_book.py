@@ -194,6 +194,8 @@ def _toc_order(env) -> dict[str, int]:
 
 def claim_rows(env) -> list[tuple[str, dict]]:
     """(docname, record) for every claim of the build, in table-of-contents order."""
+    if not _claims(env):
+        return []
     order = _toc_order(env)
     docs = sorted(_claims(env), key=lambda d: (order.get(d, len(order)), d))
     return [(d, rec) for d in docs for rec in _claims(env)[d]]
