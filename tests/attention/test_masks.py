@@ -1,4 +1,8 @@
-"""Masks: shapes, polarity, T != S, parity with Hugging Face's masking utilities."""
+"""Masks: shapes, polarity, T != S, parity with Hugging Face's masking utilities.
+
+The parity tests target transformers 5.x (the project requires >= 5.0): ``masking_utils.sdpa_mask``
+takes ``q_length``/``q_offset`` where 4.x took ``cache_position``.
+"""
 
 from __future__ import annotations
 
@@ -73,30 +77,40 @@ def test_key_padding_mask_errors():
         key_padding_to_mask(torch.tensor([True]))
 
 
+@pytest.mark.parametrize("use_vmap", [False, True])
 @pytest.mark.parametrize("T,S,window", [(6, 6, 3), (3, 6, 3), (1, 9, 4), (8, 8, 1), (5, 12, 20)])
-def test_sliding_window_matches_hf(T, S, window, device):
+def test_sliding_window_matches_hf(T, S, window, use_vmap, device):
     from transformers.masking_utils import (
         sdpa_mask,
         sliding_window_causal_mask_function,
     )
 
+    # the T queries are the last T of the S keys: absolute query positions S - T .. S - 1
     hf = sdpa_mask(
         batch_size=1,
-        cache_position=torch.arange(S - T, S, device=device),
+        q_length=T,
         kv_length=S,
+        q_offset=S - T,
         mask_function=sliding_window_causal_mask_function(window),
         allow_is_causal_skip=False,
+        use_vmap=use_vmap,
+        device=device,
     )
     ours = sliding_window_mask(T, S, window=window, device=device)
     assert ours.device.type == device.type
+    assert hf.shape == (1, 1, T, S)
     assert torch.equal(ours, hf[0, 0])
 
 
-def test_causal_matches_hf_sdpa_mask():
+@pytest.mark.parametrize("use_vmap", [False, True])
+def test_causal_matches_hf_sdpa_mask(use_vmap):
     from transformers.masking_utils import causal_mask_function, sdpa_mask
 
-    hf = sdpa_mask(batch_size=1, cache_position=torch.arange(2, 7), kv_length=7,
-                   mask_function=causal_mask_function, allow_is_causal_skip=False)
+    # 5 queries at positions 2..6 over 7 keys (2 cached)
+    hf = sdpa_mask(batch_size=1, q_length=5, kv_length=7, q_offset=2,
+                   mask_function=causal_mask_function, allow_is_causal_skip=False,
+                   use_vmap=use_vmap)
+    assert hf.shape == (1, 1, 5, 7)
     assert torch.equal(causal_mask(5, 7), hf[0, 0])
 
 
