@@ -24,6 +24,7 @@ from typing import Sequence
 
 import torch
 
+from .._checks import check_positive_int
 from .relative import _check_len
 
 __all__ = ["alibi_slopes", "alibi_bias"]
@@ -40,8 +41,7 @@ def alibi_slopes(
     Raises:
         ValueError: if ``n_heads`` is not a positive integer.
     """
-    if isinstance(n_heads, bool) or not isinstance(n_heads, int) or n_heads < 1:
-        raise ValueError(f"n_heads must be a positive integer, got {n_heads!r}")
+    check_positive_int(n_heads, "n_heads")
     p = 2 ** int(math.floor(math.log2(n_heads)))  # largest power of two <= H
     exponents = torch.arange(1, p + 1, dtype=torch.float64) * (8.0 / p)
     extra = n_heads - p

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .._checks import check_tensor
+from .._checks import check_positive_int, check_tensor
 
 __all__ = ["LearnedPositionalEmbedding"]
 
@@ -30,10 +30,8 @@ class LearnedPositionalEmbedding(nn.Module):
 
     def __init__(self, max_positions: int, d_model: int, *, init_std: float = 0.02) -> None:
         super().__init__()
-        if not isinstance(max_positions, int) or max_positions <= 0:
-            raise ValueError(f"max_positions must be a positive integer, got {max_positions}")
-        if not isinstance(d_model, int) or d_model <= 0:
-            raise ValueError(f"d_model must be a positive integer, got {d_model}")
+        check_positive_int(max_positions, "max_positions")
+        check_positive_int(d_model, "d_model")
         self.max_positions, self.d_model = max_positions, d_model
         self.weight = nn.Parameter(torch.randn(max_positions, d_model) * init_std)
 

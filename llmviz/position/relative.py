@@ -22,7 +22,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from .._checks import check_tensor
+from .._checks import check_positive_int, check_tensor
 
 __all__ = [
     "relative_positions",
@@ -37,9 +37,8 @@ __all__ = [
 
 def _check_len(T: int, S: int | None) -> int:
     S = T if S is None else S
-    for name, value in (("T", T), ("S", S)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    check_positive_int(T, "T", allow_zero=True)
+    check_positive_int(S, "S", allow_zero=True)
     if S < T:
         raise ValueError(
             f"S ({S}) must be >= T ({T}): the queries are the last T of the S key positions"
@@ -61,8 +60,7 @@ def shaw_relative_index(
     T: int, S: int | None = None, *, max_distance: int, device: torch.device | str | None = None
 ) -> torch.Tensor:
     """Row of the Shaw table for each (query, key): ``clip(j - i, -K, K) + K``, (T, S) long."""
-    if not isinstance(max_distance, int) or max_distance < 1:
-        raise ValueError(f"max_distance must be a positive integer, got {max_distance!r}")
+    check_positive_int(max_distance, "max_distance")
     rel = relative_positions(T, S, device=device)
     return rel.clamp(-max_distance, max_distance) + max_distance
 
@@ -81,10 +79,8 @@ class ShawRelativePosition(nn.Module):
 
     def __init__(self, head_dim: int, *, max_distance: int, values: bool = True) -> None:
         super().__init__()
-        if not isinstance(head_dim, int) or head_dim < 1:
-            raise ValueError(f"head_dim must be a positive integer, got {head_dim!r}")
-        if not isinstance(max_distance, int) or max_distance < 1:
-            raise ValueError(f"max_distance must be a positive integer, got {max_distance!r}")
+        check_positive_int(head_dim, "head_dim")
+        check_positive_int(max_distance, "max_distance")
         self.head_dim, self.max_distance = head_dim, max_distance
         rows = 2 * max_distance + 1
         self.rel_k = nn.Parameter(torch.randn(rows, head_dim) * head_dim**-0.5)
@@ -243,8 +239,7 @@ class T5RelativeBias(nn.Module):
         bidirectional: bool = True,
     ) -> None:
         super().__init__()
-        if isinstance(n_heads, bool) or not isinstance(n_heads, int) or n_heads < 1:
-            raise ValueError(f"n_heads must be a positive integer, got {n_heads!r}")
+        check_positive_int(n_heads, "n_heads")
         # validate the bucket settings once, on a dummy offset
         t5_relative_bucket(torch.zeros(1, dtype=torch.long), bidirectional=bidirectional,
                            num_buckets=num_buckets, max_distance=max_distance)

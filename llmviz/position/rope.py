@@ -31,7 +31,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .._checks import check_choice, check_tensor
+from .._checks import check_choice, check_positive_int, check_tensor
 from .rope_scaling import (
     SCALING_KINDS,
     RopeScaling,
@@ -56,15 +56,17 @@ LAYOUTS = ("half", "interleaved")
 
 # ----------------------------------------------------------------------------- frequencies
 def _check_dims(head_dim: int, rotary_dim: int | None) -> int:
-    if not isinstance(head_dim, int) or head_dim <= 0 or head_dim % 2:
+    check_positive_int(head_dim, "head_dim")
+    if head_dim % 2:
         raise ValueError(
-            f"head_dim must be a positive even integer (RoPE rotates feature pairs), got {head_dim}"
+            f"head_dim must be an even int (RoPE rotates feature pairs), got {head_dim}"
         )
     if rotary_dim is None:
         return head_dim
-    if not isinstance(rotary_dim, int) or rotary_dim <= 0 or rotary_dim % 2:
+    check_positive_int(rotary_dim, "rotary_dim")
+    if rotary_dim % 2:
         raise ValueError(
-            f"rotary_dim must be a positive even integer, got {rotary_dim}; "
+            f"rotary_dim must be an even int, got {rotary_dim}; "
             "use e.g. rotary_dim = head_dim // 2"
         )
     if rotary_dim > head_dim:

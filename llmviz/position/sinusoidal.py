@@ -23,7 +23,7 @@ import math
 import torch
 from torch import nn
 
-from .._checks import check_choice, check_tensor
+from .._checks import check_choice, check_positive_int, check_tensor
 
 __all__ = [
     "SINUSOIDAL_LAYOUTS",
@@ -39,9 +39,10 @@ SINUSOIDAL_LAYOUTS = ("interleaved", "concat")
 
 
 def _check_d_model(d_model: int) -> None:
-    if not isinstance(d_model, int) or d_model <= 0 or d_model % 2:
+    check_positive_int(d_model, "d_model")
+    if d_model % 2:
         raise ValueError(
-            f"d_model must be a positive even integer (features come in sin/cos pairs), "
+            f"d_model must be an even int (features come in sin/cos pairs), "
             f"got {d_model}"
         )
 
@@ -106,8 +107,7 @@ def sinusoidal_encoding(
     dtype: torch.dtype | None = None,
 ) -> torch.Tensor:
     """The table of encodings for positions ``0 .. n_positions - 1``: (T, C)."""
-    if not isinstance(n_positions, int) or n_positions < 0:
-        raise ValueError(f"n_positions must be a non-negative integer, got {n_positions}")
+    check_positive_int(n_positions, "n_positions", allow_zero=True)
     positions = torch.arange(n_positions, device=device)
     return sinusoidal_features(positions, d_model, base=base, layout=layout, dtype=dtype)
 

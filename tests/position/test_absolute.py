@@ -107,15 +107,15 @@ def test_learned_lookup_and_limit():
 
 
 def test_bad_inputs():
-    with pytest.raises(ValueError, match=r"d_model must be a positive even integer.*got 7"):
+    with pytest.raises(ValueError, match=r"d_model must be an even int.*got 7"):
         sinusoidal_encoding(4, 7)
     with pytest.raises(ValueError, match=r"layout='both' is not supported"):
         sinusoidal_encoding(4, 8, layout="both")
-    with pytest.raises(ValueError, match=r"n_positions must be a non-negative integer, got -2"):
+    with pytest.raises(ValueError, match=r"n_positions must be a non-negative int, got -2"):
         sinusoidal_encoding(-2, 8)
     with pytest.raises(ValueError, match=r"base must be > 1, got 0.5"):
         sinusoidal_frequencies(8, base=0.5)
-    with pytest.raises(ValueError, match=r"max_positions must be a positive integer, got 0"):
+    with pytest.raises(ValueError, match=r"max_positions must be a positive int, got 0"):
         LearnedPositionalEmbedding(0, 4)
     with pytest.raises(TypeError, match=r"positions must be a torch.Tensor, got list"):
         SinusoidalPositionalEmbedding(8)([1, 2])

@@ -92,13 +92,13 @@ def test_bias_accepts_a_list_of_slopes():
 
 
 def test_bad_inputs():
-    with pytest.raises(ValueError, match=r"n_heads must be a positive integer, got 0"):
+    with pytest.raises(ValueError, match=r"n_heads must be a positive int, got 0"):
         alibi_slopes(0)
-    with pytest.raises(ValueError, match=r"n_heads must be a positive integer, got 2.5"):
+    with pytest.raises(TypeError, match=r"n_heads must be an int, got float 2.5"):
         alibi_slopes(2.5)
     with pytest.raises(ValueError, match=r"S \(3\) must be >= T \(5\)"):
         alibi_bias(5, 3, slopes=alibi_slopes(2))
     with pytest.raises(ValueError, match=r"slopes must be a non-empty 1-D \(H,\) tensor"):
         alibi_bias(5, slopes=torch.ones(2, 2))
-    with pytest.raises(ValueError, match=r"T must be a non-negative integer, got -1"):
+    with pytest.raises(ValueError, match=r"T must be a non-negative int, got -1"):
         alibi_bias(-1, slopes=alibi_slopes(2))

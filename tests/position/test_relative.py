@@ -140,9 +140,9 @@ def test_transformer_xl_terms(gen):
 
 
 def test_bad_inputs():
-    with pytest.raises(ValueError, match=r"max_distance must be a positive integer, got 0"):
+    with pytest.raises(ValueError, match=r"max_distance must be a positive int, got 0"):
         ShawRelativePosition(8, max_distance=0)
-    with pytest.raises(ValueError, match=r"n_heads must be a positive integer, got 0"):
+    with pytest.raises(ValueError, match=r"n_heads must be a positive int, got 0"):
         T5RelativeBias(0)
     with pytest.raises(ValueError, match=r"max_distance \(4\) must exceed the 8 exact buckets"):
         T5RelativeBias(2, num_buckets=32, max_distance=4)

@@ -311,13 +311,13 @@ def test_linear_scaling_is_position_interpolation(gen):
 # ----------------------------------------------------------------------------- bad input
 def test_bad_inputs_raise_clear_errors(gen):
     x = torch.randn(1, 1, 4, 8, generator=gen)
-    with pytest.raises(ValueError, match=r"head_dim must be a positive even integer.*got 7"):
+    with pytest.raises(ValueError, match=r"head_dim must be an even int.*got 7"):
         rope_frequencies(7)
-    with pytest.raises(ValueError, match=r"head_dim must be a positive even integer"):
+    with pytest.raises(ValueError, match=r"head_dim must be an even int .*got 15"):
         RotaryEmbedding(15)
     with pytest.raises(ValueError, match=r"rotary_dim \(16\) must be <= head_dim \(8\)"):
         apply_rope(x, rotary_dim=16)
-    with pytest.raises(ValueError, match=r"rotary_dim must be a positive even integer, got 3"):
+    with pytest.raises(ValueError, match=r"rotary_dim must be an even int, got 3"):
         RotaryEmbedding(8, rotary_dim=3)
     with pytest.raises(ValueError, match=r"x must have 2 or 3 or 4 dimensions, got shape \(8,\)"):
         apply_rope(torch.randn(8))
