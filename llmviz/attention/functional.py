@@ -21,6 +21,28 @@ Two paths compute the same thing: the *reference* path, written out
 (``q @ k^T -> softmax -> @ v``), which can return the weights; and the *fused* path,
 ``torch.nn.functional.scaled_dot_product_attention`` (flash / memory-efficient kernels on GPU),
 used when weights are not needed.
+
+Which kernel the fused path reaches depends on what it is handed, so the structure is passed
+in the cheapest form that describes it (see ``MultiHeadAttention.forward``):
+
+================================  ====================================  =====================
+structure                         what reaches torch                    CUDA SDPA backend
+================================  ====================================  =====================
+plain causal, ``T == S``          ``is_causal=True``, no mask tensor    flash (else efficient)
+one decode step, ``T == 1``       no mask: the query sees every key     flash (else efficient)
+causal with ``T < S`` (chunked    explicit ``(T, S)`` bool mask         efficient or math
+prefill), sliding window
+(window < S), sparse patterns
+padding (``attention_mask``)      bool mask ``(B, 1, T, S)``            efficient or math
+ALiBi, T5/relative bias, sinks    additive float mask ``(B, H, T, S)``  efficient or math
+soft-cap, ``return_weights``      the reference path (no SDPA call)     none
+================================  ====================================  =====================
+
+FlashAttention takes no explicit mask, so any mask or additive bias rules it out on CUDA; the
+memory-efficient kernel accepts one, the math kernel always works. On CPU, torch's flash
+kernel handles both ``is_causal`` and explicit masks, but an explicit mask costs a ``(T, S)``
+tensor (1 GiB of bool at ``T = S = 32k``) and its reads. A sliding window that covers every
+key (window >= S) is plain causal and takes the first row.
 """
 
 from __future__ import annotations
@@ -97,15 +119,27 @@ def _check_mask(mask: torch.Tensor | None, target: tuple[int, ...], name: str = 
         ) from None
 
 
-def _empty_rows(mask: torch.Tensor | None) -> torch.Tensor | None:
-    """``(..., T, 1)`` bool, True where a query may attend to no key; None if there is none.
+def _empty_rows(mask: torch.Tensor) -> torch.Tensor:
+    """``(..., T, 1)`` bool, True where a query may attend to no key.
 
     Reduces over uint8 (``amax``), which is much faster than ``any`` on bool tensors on CPU.
+    Never read back to the host: callers apply it with ``masked_fill``/``where``.
     """
-    if mask is None:
-        return None
-    empty = mask.view(torch.uint8).amax(dim=-1, keepdim=True) == 0  # (..., T, 1)
-    return empty if bool(empty.any()) else None
+    return mask.view(torch.uint8).amax(dim=-1, keepdim=True) == 0  # (..., T, 1)
+
+
+def _causal_structure(T: int, S: int, device: torch.device) -> torch.Tensor | None:
+    """The explicit causal mask for ``is_causal`` (queries = last T of S keys); None if T == 1."""
+    if S < T:
+        raise ValueError(
+            f"is_causal needs S ({S}) >= T ({T}): queries are the last T of the S key "
+            "positions (S = cached length + T)"
+        )
+    if T == 1:
+        return None  # the newest query sees every key
+    from .masks import causal_mask
+
+    return causal_mask(T, S, device=device)  # (T, S)
 
 
 def _resolve_scale(scale: float | None, D: int) -> float:
@@ -122,6 +156,7 @@ def attention_weights(
     bias: torch.Tensor | None = None,
     scale: float | None = None,
     softcap: float | None = None,
+    is_causal: bool = False,
 ) -> torch.Tensor:
     """Attention weights ``softmax(scale * q @ k^T + bias)`` over allowed keys.
 
@@ -132,9 +167,13 @@ def attention_weights(
         bias: float, broadcastable to ``(B, H, T, S)``, added to the scores.
         scale: multiplies ``q @ k^T``; default ``1 / sqrt(D)``.
         softcap: if given, ``scores = softcap * tanh(scores / softcap)`` (Gemma 2).
+        is_causal: add the causal structure (queries are the last T of the S keys), on top
+            of ``mask``; built here as an explicit ``(T, S)`` mask, since the weights are
+            ``(T, S)`` anyway.
 
     Returns:
-        ``(B, H, T, S)`` weights; each row sums to 1, fully masked rows are all zero.
+        ``(B, H, T, S)`` weights; each row sums to 1, fully blocked rows (by ``mask`` or by
+        ``-inf`` in ``bias``) are all zero.
     """
     H, G = _check_qkv(q, k, k)
     B, _, T, D = q.shape
@@ -151,16 +190,20 @@ def attention_weights(
         scores = torch.tanh(scores / softcap) * softcap
     if bias is not None:
         scores = scores + bias
-    empty_rows = None
+    if is_causal:
+        structure = _causal_structure(T, S, q.device)
+        if structure is not None:
+            mask = structure if mask is None else structure & mask
     if mask is not None:
         scores.masked_fill_(~mask, float("-inf"))  # scores is our own fresh tensor
-        empty_rows = _empty_rows(mask)
     low_precision = scores.dtype in (torch.float16, torch.bfloat16)
     weights = torch.softmax(scores, dim=-1, dtype=torch.float32 if low_precision else None)
     weights = weights.to(q.dtype)
-    if empty_rows is not None:
-        # Fully masked rows came out NaN (0/0); define them as zero weights.
-        weights = weights.masked_fill(empty_rows, 0.0)
+    if mask is not None or bias is not None:
+        # Fully blocked rows came out NaN (0/0); define them as zero weights. Decided on the
+        # device (no host read), so the same code runs under torch.compile and on a GPU stream.
+        blocked = scores.amax(dim=-1, keepdim=True) == float("-inf")  # (B, H, T, 1)
+        weights = weights.masked_fill(blocked, 0.0)
     return weights
 
 
@@ -176,6 +219,7 @@ def scaled_dot_product_attention(
     dropout_p: float = 0.0,
     return_weights: bool = False,
     fused: bool | None = None,
+    is_causal: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """``softmax(scale * q @ k^T + bias, masked) @ v`` for MHA, GQA and MQA.
 
@@ -192,6 +236,10 @@ def scaled_dot_product_attention(
         return_weights: also return the ``(B, H, T, S)`` weights (before dropout).
         fused: True forces ``F.scaled_dot_product_attention``; False forces the reference
             path; None (default) fuses unless weights or soft-capping are requested.
+        is_causal: causal structure on top of ``mask``/``bias``, with the queries the last T
+            of the S keys (what a KV cache gives). Prefer it to passing ``causal_mask``:
+            with no mask and no bias the fused path then builds no ``(T, S)`` tensor at all
+            (``is_causal=True`` in torch when ``T == S``, nothing when ``T == 1``).
 
     Returns:
         ``out`` of shape ``(B, H, T, Dv)``, or ``(out, weights)`` if ``return_weights``.
@@ -210,7 +258,9 @@ def scaled_dot_product_attention(
             "neither); use fused=None or False"
         )
     if not fused:
-        weights = attention_weights(q, k, mask=mask, bias=bias, scale=scale, softcap=softcap)
+        weights = attention_weights(
+            q, k, mask=mask, bias=bias, scale=scale, softcap=softcap, is_causal=is_causal
+        )
         dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
         p_g = dropped.reshape(B, G, (H // G) * T, S)  # (B, G, H/G*T, S)
         out = torch.matmul(p_g, v).view(B, H, T, v.shape[-1])  # (B, H, T, Dv)
@@ -219,17 +269,29 @@ def scaled_dot_product_attention(
     _check_mask(mask, (B, H, T, S))
     _check_mask(bias, (B, H, T, S), "bias")
     scale = _resolve_scale(scale, D)
-    attn_mask = mask
-    empty_rows = _empty_rows(mask)
-    if empty_rows is not None:
+    if is_causal and mask is None and bias is None and T == S:
+        # Plain causal self-attention: torch's own flag, no (T, S) tensor at all.
+        return F.scaled_dot_product_attention(
+            q, k, v, dropout_p=dropout_p, is_causal=True, scale=scale, enable_gqa=G != H
+        )  # (B, H, T, Dv)
+    if is_causal:  # T < S (chunked prefill; T = 1 needs nothing) or combined with mask/bias
+        structure = _causal_structure(T, S, q.device)
+        if structure is not None:
+            mask = structure if mask is None else structure & mask
+    attn_mask, empty_rows = mask, None
+    if mask is not None:
+        empty_rows = _empty_rows(mask)  # (..., T, 1)
         attn_mask = mask | empty_rows  # let empty rows attend anywhere; zeroed below
     if bias is not None:
         attn_mask = bias if attn_mask is None else bias.masked_fill(~attn_mask, float("-inf"))
+        blocked = attn_mask.amax(dim=-1, keepdim=True) == float("-inf")  # rows -inf throughout
+        attn_mask = attn_mask.masked_fill(blocked, 0.0)
+        empty_rows = blocked if empty_rows is None else empty_rows | blocked
     if attn_mask is not None and attn_mask.dtype != torch.bool:
         attn_mask = attn_mask.to(q.dtype)
     out = F.scaled_dot_product_attention(
         q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale, enable_gqa=G != H
     )  # (B, H, T, Dv)
     if empty_rows is not None:
-        out = out.masked_fill(empty_rows, 0.0)
+        out = out.masked_fill(empty_rows, 0.0)  # on the device: no host read
     return out

@@ -27,7 +27,7 @@ from .functional import (
     repeat_kv,
     scaled_dot_product_attention,
 )
-from .masks import causal_mask, combine_masks, sliding_window_mask
+from .masks import combine_masks, sliding_window_mask
 
 __all__ = [
     "repeat_kv",
@@ -193,13 +193,15 @@ class MultiHeadAttention(nn.Module):
         if cache is not None:
             k, v = cache.update(layer_idx, k, v)  # (B, G, S, D)
         S = k.shape[2]
-        structural = None
-        if self.sliding_window is not None:
+        # The structure in its cheapest form (see llmviz.attention.functional): a window that
+        # covers all S keys is no window; plain causal goes as is_causal (no (T, S) tensor).
+        structural, is_causal = None, False
+        if self.sliding_window is not None and self.sliding_window < S:
             structural = sliding_window_mask(
                 T, S, window=self.sliding_window, causal=self.causal, device=x.device
             )
         elif self.causal:
-            structural = causal_mask(T, S, device=x.device)
+            is_causal = True
         if mask is not None:
             _check_mask(mask, (B, H, T, S))
         mask = combine_masks(structural, mask)
@@ -209,6 +211,7 @@ class MultiHeadAttention(nn.Module):
         result = scaled_dot_product_attention(
             q, k, v, mask=mask, bias=bias, scale=self.scale, softcap=self.softcap,
             dropout_p=self.dropout if self.training else 0.0, return_weights=return_weights,
+            is_causal=is_causal,
         )
         out, weights = result if return_weights else (result, None)
         out = self.o_proj(out.transpose(1, 2).reshape(B, T, H * D))  # (B, T, C)
