@@ -200,7 +200,7 @@ def test_no_registry_without_the_variable(monkeypatch, tmp_path):
 # ----------------------------------------------------------------------------- seeds
 def _experiment(seed: int) -> dict:
     gen = torch.Generator().manual_seed(seed)
-    x = torch.randn(64, 64, generator=gen)
+    x = torch.randn(256, 256, generator=gen)  # large enough for a matmul to use threads
     return {"mha": {"loss": (x @ x).abs().mean()}, "gqa": {"loss": float(x.abs().mean())},
             "seed": seed}
 
@@ -212,10 +212,13 @@ def test_run_seeds_parallel_equals_serial_and_keeps_seed_order():
     assert par.parallel and not ser.parallel
     assert par.seeds == seeds == ser.seeds
     assert par.values("seed") == [5.0, 1.0, 3.0, 2.0]
-    assert par.values("mha", "loss") == ser.values("mha", "loss")
+    assert par.values("mha", "loss") == ser.values("mha", "loss")  # bit for bit
     assert dict(par.items()) == dict(ser.items())
     assert par.summary("gqa", "loss").n == 4
     assert isinstance(paired(par.values("mha", "loss"), par.values("gqa", "loss")), Estimate)
+    before = torch.get_num_threads()
+    with_threads = run_seeds(lambda s: {"t": torch.get_num_threads()}, [0, 1], processes=1)
+    assert with_threads.values("t") == [1.0, 1.0] and torch.get_num_threads() == before
 
 
 def test_run_seeds_with_a_closure_and_a_failing_seed():

@@ -8,11 +8,12 @@ compared paired (:func:`llmviz.evidence.paired`).
 Parallelism: on Linux the seeds are spread over worker processes started with ``fork``, so a
 function defined in a notebook cell works (nothing is pickled but the seed and the result).
 Each worker runs torch on one thread: the book's CPU-size models are small and one process per
-core beats threads. It falls back to running the seeds one after another when ``fork`` is not
-available (Windows, macOS' default), when CUDA is already initialised (a forked child cannot use
-it), when ``processes=1``, or when there is a single seed. Either way the results come back in
-the order of ``seeds``, and a seed gives the same numbers in both modes as long as ``fn`` seeds
-its own generators from ``seed`` and its float results do not depend on the thread count.
+core beats threads. It falls back to running the seeds one after another (also on one torch
+thread, restored afterwards) when ``fork`` is not available (Windows, macOS' default), when CUDA
+is already initialised (a forked child cannot use it), when ``processes=1``, or when there is a
+single seed. Either way the results come back in the order of ``seeds``, and a seed gives the
+same numbers in both modes, on any number of cores, as long as ``fn`` seeds its own generators
+from ``seed``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from ..runtime import threads
 from .stats import Estimate, summarize
 
 __all__ = ["run_seeds", "Runs"]
@@ -185,7 +187,8 @@ def run_seeds(
     n_proc = min(len(seeds), processes or _cores())
     parallel = n_proc > 1 and _can_fork()
     if not parallel:
-        return Runs({s: _flatten(fn(s), s) for s in seeds}, parallel=False)
+        with threads(1):  # as in the workers: the same numbers in either mode
+            return Runs({s: _flatten(fn(s), s) for s in seeds}, parallel=False)
     _WORK = fn
     try:
         with mp.get_context("fork").Pool(n_proc, initializer=_worker_init) as pool:
