@@ -1,5 +1,5 @@
-"""The Hugging Face bridge: load ``transformers`` 5.x checkpoints exactly and capture
-attention maps. Needs ``transformers`` (``pip install llmviz[hf]``).
+"""The Hugging Face bridge: load ``transformers`` 5.x checkpoints exactly, read a model's anatomy
+from its config, and capture attention maps. Needs ``transformers`` (``pip install llmviz[hf]``).
 
 >>> import transformers, torch, llmviz.hf as lh
 >>> hc = transformers.Qwen3Config(vocab_size=100, hidden_size=64, intermediate_size=96,
@@ -12,6 +12,8 @@ True
 >>> maps = lh.capture_attention(hf, ids)         # per layer (B, H, T, S), GQA groups attached
 >>> maps.groups
 ((0, 1), (2, 3))
+>>> lh.anatomy(transformers.LlamaConfig()).total_params   # Llama 2 7B, from the config alone
+6738415616
 
 Supported families (:data:`SUPPORTED`): llama, mistral, qwen2, qwen3, gemma, gemma2,
 gemma3_text, olmo2, phi3, gpt2. Refused by name (:data:`REFUSED`): mixture-of-experts, latent
@@ -20,12 +22,13 @@ attention, sinks, NoPE and linear-attention families, until llmviz has those com
 
 from __future__ import annotations
 
+from .anatomy import Anatomy, LayerAnatomy, anatomy
 from .capture import AttentionMaps, capture_attention, kv_groups
 from .config import REFUSED, SUPPORTED, config_from_hf
 from .load import config_from_hf_gpt2, config_from_hf_llama, from_hf, from_hf_gpt2, from_hf_llama
 
 __all__ = [
-    "from_hf", "config_from_hf", "capture_attention",
+    "from_hf", "config_from_hf", "anatomy", "Anatomy", "LayerAnatomy", "capture_attention",
     "AttentionMaps", "kv_groups", "SUPPORTED", "REFUSED",
     "from_hf_llama", "from_hf_gpt2", "config_from_hf_llama", "config_from_hf_gpt2",
 ]
