@@ -2,7 +2,8 @@
 ``apply_rotary_pos_emb``, on the same q, k and the same cos/sin tables.
 
 Run: ``python -m benchmarks.bench_rope`` (add ``--quick`` for one small shape). Prints one line
-per shape with the ratio ours / HF (lower is better; target <= 1.0).
+per shape with the ratio ours / HF and its interval (lower is better; target <= 1.0), timed
+on one CPU thread.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def _case(B: int, H: int, T: int, D: int, dtype: torch.dtype, device: torch.devi
     torch.testing.assert_close(oq, hq)
     torch.testing.assert_close(ok, hk)
     name = f"B={B} H={H} T={T} D={D} {str(dtype).replace('torch.', '')}"
-    return compare(name, ours, hf, peer_name="HF")
+    return compare(name, ours, hf, peer_name="HF", threads=1)
 
 
 def main() -> None:
