@@ -164,8 +164,8 @@ def setup_notebook(seed: int = 0, *, cpu_threads: int | None = 1) -> NotebookInf
     """
     from . import __version__
 
-    if cpu_threads is not None and (not isinstance(cpu_threads, int) or cpu_threads < 1):
-        raise ValueError(f"cpu_threads must be a positive int or None, got {cpu_threads!r}")
+    if cpu_threads is not None:
+        check_positive_int(cpu_threads, "cpu_threads")
     random.seed(seed)
     torch.manual_seed(seed)
     if cpu_threads is not None and run_size() == "cpu":

@@ -140,7 +140,7 @@ def test_setup_notebook_threads(monkeypatch):
         torch.set_num_threads(2)
         llmviz.setup_notebook(cpu_threads=1)
         assert torch.get_num_threads() == 2  # full size keeps torch's default
-        with pytest.raises(ValueError, match="cpu_threads must be a positive int or None, got 0"):
+        with pytest.raises(ValueError, match="cpu_threads must be a positive int, got 0"):
             llmviz.setup_notebook(cpu_threads=0)
     finally:
         torch.set_num_threads(before)

@@ -13,7 +13,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .._checks import check_tensor
+from .._checks import check_positive_int, check_tensor
 from ..attention.kv_cache import KVCache
 from .sampling import sample
 
@@ -51,8 +51,7 @@ def generate(
         use_cache: decode with a KV cache.
     """
     check_tensor(input_ids, "input_ids", ndim=2)
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
+    check_positive_int(max_new_tokens, "max_new_tokens", allow_zero=True)
     limit = getattr(getattr(model, "config", None), "max_seq_len", None)
     uses_table = getattr(getattr(model, "config", None), "position", None) == "learned"
     if uses_table and input_ids.shape[1] + max_new_tokens > limit:

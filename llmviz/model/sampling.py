@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from .._checks import check_tensor
+from .._checks import check_positive_int, check_tensor
 
 __all__ = [
     "greedy",
@@ -61,8 +61,7 @@ def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
     ``k`` at least the vocabulary size keeps everything.
     """
     check_tensor(logits, "logits", floating=True)
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"top_k must be an int >= 1, got {k!r}")
+    check_positive_int(k, "top_k")
     if k >= logits.shape[-1]:
         return logits
     kth = torch.topk(logits, k, dim=-1).values[..., -1:]  # (..., 1)

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .._checks import check_positive, check_tensor
+from .._checks import check_positive_int, check_tensor
 from ._common import affine, check_eps, check_last_dim, check_param, upcast
 
 __all__ = ["layer_norm", "rms_norm", "LayerNorm", "RMSNorm"]
@@ -94,7 +94,7 @@ class LayerNorm(nn.Module):
 
     def __init__(self, d: int, *, eps: float = 1e-5, bias: bool = True, fused: bool = True) -> None:
         super().__init__()
-        check_positive(d, "d")
+        check_positive_int(d, "d")
         check_eps(eps)
         self.d, self.eps, self.fused = d, eps, fused
         self.weight = nn.Parameter(torch.ones(d))
@@ -130,7 +130,7 @@ class RMSNorm(nn.Module):
         self, d: int, *, eps: float = 1e-6, unit_offset: bool = False, fused: bool = True
     ) -> None:
         super().__init__()
-        check_positive(d, "d")
+        check_positive_int(d, "d")
         check_eps(eps)
         self.d, self.eps, self.unit_offset, self.fused = d, eps, unit_offset, fused
         self.weight = nn.Parameter(torch.zeros(d) if unit_offset else torch.ones(d))

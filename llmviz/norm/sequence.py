@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .._checks import check_positive, check_tensor
+from .._checks import check_positive_int, check_tensor
 from ._common import (
     affine,
     check_eps,
@@ -132,7 +132,8 @@ def group_norm(
     check_tensor(x, "x", ndim=3, floating=True)
     check_eps(eps)
     B, T, C = x.shape
-    if not isinstance(n_groups, int) or n_groups <= 0 or C % n_groups:
+    check_positive_int(n_groups, "n_groups")
+    if C % n_groups:
         raise ValueError(
             f"the number of channels C ({C}) must be divisible by n_groups ({n_groups})"
         )
@@ -188,7 +189,7 @@ class BatchNormSeq(nn.Module):
 
     def __init__(self, d: int, *, eps: float = 1e-5, momentum: float = 0.1, affine: bool = True) -> None:
         super().__init__()
-        check_positive(d, "d")
+        check_positive_int(d, "d")
         check_eps(eps)
         if not 0 < momentum <= 1:
             raise ValueError(f"momentum must be in (0, 1], got {momentum}")
@@ -223,9 +224,10 @@ class GroupNormSeq(nn.Module):
 
     def __init__(self, d: int, n_groups: int, *, eps: float = 1e-5, affine: bool = True) -> None:
         super().__init__()
-        check_positive(d, "d")
+        check_positive_int(d, "d")
         check_eps(eps)
-        if n_groups <= 0 or d % n_groups:
+        check_positive_int(n_groups, "n_groups")
+        if d % n_groups:
             raise ValueError(
                 f"the number of channels C ({d}) must be divisible by n_groups ({n_groups})"
             )

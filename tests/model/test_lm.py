@@ -285,7 +285,7 @@ def test_generate_errors(gen):
     m = DecoderLM(ModelConfig(position="learned", max_seq_len=8))
     with pytest.raises(ValueError, match="exceeds max_seq_len"):
         generate(m, _ids(gen, T=5), max_new_tokens=4)
-    with pytest.raises(ValueError, match="max_new_tokens must be an int >= 0"):
+    with pytest.raises(ValueError, match="max_new_tokens must be a non-negative int, got -1"):
         generate(m, _ids(gen, T=5), max_new_tokens=-1)
 
 

@@ -142,7 +142,7 @@ def test_sample_frequencies_follow_filtered_distribution():
     ("call", "match"),
     [
         (lambda x: apply_temperature(x, 0.0), "temperature must be > 0"),
-        (lambda x: top_k_filter(x, 0), "top_k must be an int >= 1"),
+        (lambda x: top_k_filter(x, 0), "top_k must be a positive int, got 0"),
         (lambda x: top_p_filter(x, 1.5), r"top_p must be in \(0, 1\]"),
         (lambda x: top_p_filter(x, 0.0), r"top_p must be in \(0, 1\]"),
         (lambda x: min_p_filter(x, -0.1), r"min_p must be in \[0, 1\]"),
