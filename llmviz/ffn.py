@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._checks import check_choice, check_positive, check_tensor
+from ._checks import check_choice, check_positive, check_positive_int, check_tensor
 
 __all__ = [
     "relu",
@@ -33,7 +33,8 @@ __all__ = [
     "silu",
     "swish",
     "relu2",
-    "ACTIVATIONS",
+    "ACTIVATION_FNS",
+    "FFN_ACTIVATIONS",
     "Activation",
     "Swish",
     "activation",
@@ -77,8 +78,8 @@ def relu2(x: Tensor) -> Tensor:
     return torch.clamp_min(x, 0.0).pow(2)
 
 
-#: Name -> function for every activation without parameters.
-ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
+#: Name -> function of every activation :func:`activation` builds (``"swish"`` takes ``beta``).
+ACTIVATION_FNS: dict[str, Callable[[Tensor], Tensor]] = {
     "relu": relu,
     "gelu": gelu,
     "gelu_tanh": gelu_tanh,
@@ -86,6 +87,9 @@ ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
     "swish": swish,
     "relu2": relu2,
 }
+#: The registry of activation names a feed-forward (:class:`Activation`, :func:`make_ffn`,
+#: ``ModelConfig.activation``) accepts: those without a parameter (Swish has ``beta``).
+FFN_ACTIVATIONS: tuple[str, ...] = tuple(k for k in ACTIVATION_FNS if k != "swish")
 
 # The faster torch kernels computing the same functions (tested equal).
 _FUSED: dict[str, Callable[[Tensor], Tensor]] = {
@@ -106,9 +110,9 @@ class Activation(nn.Module):
 
     def __init__(self, name: str, *, fused: bool = True) -> None:
         super().__init__()
-        check_choice(name, "activation", tuple(k for k in ACTIVATIONS if k != "swish"))
+        check_choice(name, "activation", FFN_ACTIVATIONS)
         self.name = name
-        self.fn = _FUSED.get(name, ACTIVATIONS[name]) if fused else ACTIVATIONS[name]
+        self.fn = _FUSED.get(name, ACTIVATION_FNS[name]) if fused else ACTIVATION_FNS[name]
 
     def forward(self, x: Tensor) -> Tensor:
         return self.fn(x)
@@ -146,7 +150,7 @@ def activation(name: str, *, beta: float = 1.0, learnable: bool = False) -> nn.M
 
     ``beta``/``learnable`` apply to ``"swish"`` only.
     """
-    check_choice(name, "activation", tuple(ACTIVATIONS))
+    check_choice(name, "activation", tuple(ACTIVATION_FNS))
     if name == "swish":
         return Swish(beta, learnable=learnable)
     return Activation(name)
@@ -196,8 +200,8 @@ class MLP(nn.Module):
         bias: bool = True, dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        check_positive(d_model, "d_model")
-        check_positive(d_ff, "d_ff")
+        check_positive_int(d_model, "d_model")
+        check_positive_int(d_ff, "d_ff")
         self.d_model, self.d_ff = d_model, d_ff
         self.up_proj = nn.Linear(d_model, d_ff, bias=bias)
         self.act = _as_module(activation)
@@ -229,8 +233,8 @@ class GatedMLP(nn.Module):
         bias: bool = False, dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        check_positive(d_model, "d_model")
-        check_positive(d_ff, "d_ff")
+        check_positive_int(d_model, "d_model")
+        check_positive_int(d_ff, "d_ff")
         self.d_model, self.d_ff = d_model, d_ff
         self.gate_proj = nn.Linear(d_model, d_ff, bias=bias)
         self.up_proj = nn.Linear(d_model, d_ff, bias=bias)
@@ -265,9 +269,9 @@ def glu_hidden_size(
         multiple_of: round the result up to a multiple of this (1 = no rounding).
         ffn_dim_multiplier: Llama's optional extra factor.
     """
-    check_positive(d_model, "d_model")
-    check_positive(mult, "mult")
-    check_positive(multiple_of, "multiple_of")
+    check_positive_int(d_model, "d_model")
+    check_positive_int(mult, "mult")
+    check_positive_int(multiple_of, "multiple_of")
     hidden = int(2 * (mult * d_model) / 3)
     if ffn_dim_multiplier is not None:
         check_positive(ffn_dim_multiplier, "ffn_dim_multiplier")
@@ -275,7 +279,7 @@ def glu_hidden_size(
     return multiple_of * ((hidden + multiple_of - 1) // multiple_of)
 
 
-#: Names accepted by :func:`make_ffn` and their default activation.
+#: The registry of feed-forward kinds: names accepted by :func:`make_ffn` -> default activation.
 FFN_KINDS = {"mlp": "gelu", "swiglu": "silu", "geglu": "gelu", "reglu": "relu"}
 
 

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmviz.ffn import (
-    ACTIVATIONS,
+    ACTIVATION_FNS,
+    FFN_ACTIVATIONS,
     FFN_KINDS,
     MLP,
     Activation,
@@ -83,7 +84,8 @@ def test_learnable_swish_starts_at_one_and_learns():
 
 
 def test_activation_table_is_complete():
-    assert set(ACTIVATIONS) == {"relu", "gelu", "gelu_tanh", "silu", "swish", "relu2"}
+    assert set(ACTIVATION_FNS) == {"relu", "gelu", "gelu_tanh", "silu", "swish", "relu2"}
+    assert FFN_ACTIVATIONS == tuple(k for k in ACTIVATION_FNS if k != "swish")
 
 
 # ----------------------------------------------------------------------------- blocks
@@ -164,9 +166,11 @@ def test_errors():
         MLP(8, 32)(torch.randn(2, 6))
     with pytest.raises(ValueError, match=r"GatedMLP expects .* d_model=8"):
         GatedMLP(8, 32)(torch.randn(2, 6))
-    with pytest.raises(ValueError, match="d_ff must be positive"):
+    with pytest.raises(ValueError, match="d_ff must be a positive int, got 0"):
         GatedMLP(8, 0)
-    with pytest.raises(ValueError, match="multiple_of must be positive"):
+    with pytest.raises(TypeError, match="d_model must be an int, got float 8.0"):
+        MLP(8.0, 32)
+    with pytest.raises(ValueError, match="multiple_of must be a positive int, got 0"):
         glu_hidden_size(64, multiple_of=0)
     with pytest.raises(TypeError, match="activation must be a name"):
         MLP(8, 32, activation=3)
