@@ -1,8 +1,9 @@
 """Context-extension schemes for RoPE: new frequencies (and, for YaRN, an attention factor)
 for a model asked to read past the length it was trained on.
 
-Formulas follow ``transformers.modeling_rope_utils.ROPE_INIT_FUNCTIONS`` (checked value for value
-in the tests), plus the static NTK-aware base change that Hugging Face has no type for:
+Formulas follow ``transformers.modeling_rope_utils.ROPE_INIT_FUNCTIONS`` of transformers 5 (checked
+value for value in the tests), plus the static NTK-aware base change that Hugging Face has no type
+for (its ``longrope`` and ``proportional`` types are not modelled; ``from_hf`` refuses them):
 
 * ``linear`` (position interpolation, Chen et al. 2023): every frequency divided by ``factor``;
 * ``ntk`` (bloc97 2023): base multiplied by ``factor ** (R / (R - 2))``;
@@ -24,10 +25,18 @@ import torch
 
 from .._checks import check_choice
 
-__all__ = ["SCALING_KINDS", "RopeScaling", "scaled_frequencies"]
+__all__ = ["SCALING_KINDS", "HF_ROPE_TYPES", "RopeScaling", "scaled_frequencies"]
 
 SCALING_KINDS = ("linear", "ntk", "dynamic", "yarn", "llama3")
 _NEEDS_ORIGINAL = ("dynamic", "yarn", "llama3")
+# Hugging Face rope_type values RopeScaling.from_hf reads ("default" means no scaling)
+HF_ROPE_TYPES = ("linear", "dynamic", "yarn", "llama3")
+_HF_REFUSED = {
+    "longrope": "LongRoPE (Phi-3) switches between two per-frequency factor lists by length, "
+                "which RopeScaling does not model",
+    "proportional": "proportional RoPE (Gemma 4) zeroes the slowest frequencies over the whole "
+                    "head, which RopeScaling does not model",
+}
 
 
 @dataclass(frozen=True)
@@ -87,31 +96,87 @@ class RopeScaling:
 
     @classmethod
     def from_hf(
-        cls, rope_scaling: dict[str, Any] | None, *, max_position_embeddings: int
+        cls, rope_scaling: Any, *, max_position_embeddings: int | None = None
     ) -> "RopeScaling | None":
-        """The scaling a Hugging Face config's ``rope_scaling`` dict describes (None for default).
+        """The scaling a Hugging Face config describes (None when it has none).
 
-        ``max_position_embeddings`` is the config's own field: Hugging Face's ``dynamic`` type
-        always uses it as the trained length, and ``yarn`` falls back to it when the dict has no
-        ``original_max_position_embeddings``. Keys this class does not model are ignored.
+        Args:
+            rope_scaling: one of
+                * a transformers 5 config: its flat ``config.rope_parameters`` is read
+                  (``rope_type``, ``rope_theta``, ``factor``, ...);
+                * a config without ``rope_parameters`` (transformers 4): its ``rope_scaling``;
+                * a plain dict in either form (``rope_type`` or the legacy ``type`` key);
+                * None or an empty dict (no scaling).
+            max_position_embeddings: the config's own field (read from a config when omitted).
+                Hugging Face's ``dynamic`` type always uses it as the trained length; ``yarn`` and
+                ``llama3`` fall back to it when ``original_max_position_embeddings`` is missing,
+                and ``yarn`` without ``factor`` uses ``max_position_embeddings / original``.
+
+        Returns:
+            A :class:`RopeScaling`, or None for ``rope_type`` ``"default"``. The base is not part of
+            the scaling: read it with :meth:`base_from_hf`; ``partial_rotary_factor`` is the
+            caller's ``rotary_dim = int(head_dim * partial_rotary_factor)``. Other keys are not read.
+
+        Raises:
+            ValueError: a ``rope_type`` llmviz does not compute (``longrope``, ``proportional``, or
+                unknown), nested per-layer-type parameters, or a missing
+                ``max_position_embeddings`` that the type needs.
         """
-        if not rope_scaling:
+        params, max_pos = _hf_rope_params(rope_scaling, max_position_embeddings)
+        kind = params.get("rope_type", params.get("type", "default"))
+        if kind == "default":
             return None
-        kind = rope_scaling.get("rope_type", rope_scaling.get("type"))
-        if kind in (None, "default"):
-            return None
-        if kind not in SCALING_KINDS:
+        if kind not in HF_ROPE_TYPES:
+            reason = _HF_REFUSED.get(kind, "it is not a Hugging Face rope_type llmviz knows")
             raise ValueError(
-                f"rope_type {kind!r} is not supported; choose one of {SCALING_KINDS} "
-                "(longrope is not implemented)"
+                f"rope_type {kind!r} is not supported: {reason}; llmviz reads "
+                f"{('default',) + HF_ROPE_TYPES}"
             )
         fields = set(cls.__dataclass_fields__) - {"kind"}
-        kw = {k: v for k, v in rope_scaling.items() if k in fields and v is not None}
-        if kind == "dynamic":
-            kw["original_max_position_embeddings"] = max_position_embeddings
-        elif kind == "yarn":
-            kw.setdefault("original_max_position_embeddings", max_position_embeddings)
+        kw = {k: v for k, v in params.items() if k in fields and v is not None}
+        if kind in _NEEDS_ORIGINAL:
+            if kind == "dynamic" or "original_max_position_embeddings" not in kw:
+                if max_pos is None:
+                    raise ValueError(
+                        f"rope_type {kind!r} needs max_position_embeddings (the config's field); "
+                        "pass the config itself or max_position_embeddings=..."
+                    )
+                kw["original_max_position_embeddings"] = int(max_pos)
+        if kind != "yarn" and "factor" not in kw:
+            raise ValueError(f"rope_type {kind!r} needs a factor, got keys {sorted(params)}")
+        if kind == "yarn":
+            if "factor" not in kw:  # as transformers: the post-/pre-YaRN length ratio
+                if max_pos is None:
+                    raise ValueError(
+                        "rope_type 'yarn' without factor needs max_position_embeddings"
+                    )
+                kw["factor"] = max_pos / kw["original_max_position_embeddings"]
+            for key, default in (("beta_fast", 32.0), ("beta_slow", 1.0)):
+                kw[key] = kw.get(key) or default  # transformers treats 0 as unset
         return cls(kind, **kw)
+
+    @staticmethod
+    def base_from_hf(rope_parameters: Any) -> float:
+        """The RoPE base (``rope_theta``) of a Hugging Face config or ``rope_parameters`` dict.
+
+        A transformers 5 config keeps it in ``config.rope_parameters["rope_theta"]``, a
+        transformers 4 config in ``config.rope_theta``; a config with neither uses its class's
+        ``default_theta`` (10 000), as transformers does. A plain dict must carry ``rope_theta``:
+        a legacy ``rope_scaling`` dict has none, and guessing 10 000 would silently change
+        Llama 3's 500 000.
+        """
+        params, _ = _hf_rope_params(rope_parameters, None)
+        if params.get("rope_theta") is not None:
+            return float(params["rope_theta"])
+        if isinstance(rope_parameters, dict) or rope_parameters is None:
+            raise ValueError(
+                f"rope_theta is missing from {rope_parameters!r}; pass the config itself (its "
+                "rope_parameters or rope_theta holds the base) or add rope_theta to the dict"
+            )
+        theta = getattr(rope_parameters, "rope_theta", None)
+        if theta is None:
+            theta = getattr(rope_parameters, "default_theta", 10000.0)
+        return float(theta)
 
     def to_hf(self) -> dict[str, Any]:
         """The equivalent Hugging Face ``rope_scaling`` dict (``ntk`` has no HF counterpart)."""
@@ -133,6 +198,32 @@ class RopeScaling:
             out.update(low_freq_factor=float(self.low_freq_factor),
                        high_freq_factor=float(self.high_freq_factor))
         return out
+
+
+def _hf_rope_params(source: Any, max_pos: int | None) -> tuple[dict[str, Any], int | None]:
+    """``(flat rope dict, max_position_embeddings)`` of a config or dict; never mutates ``source``."""
+    if source is None:
+        return {}, max_pos
+    if isinstance(source, dict):
+        params = dict(source)
+    else:
+        params = getattr(source, "rope_parameters", None)
+        if params is None:
+            params = getattr(source, "rope_scaling", None)
+        if params is not None and not isinstance(params, dict):
+            raise TypeError(
+                f"{type(source).__name__}.rope_parameters must be a dict, got {type(params).__name__}"
+            )
+        params = dict(params or {})
+        if max_pos is None:
+            max_pos = getattr(source, "max_position_embeddings", None)
+    nested = sorted(k for k, v in params.items() if isinstance(v, dict))
+    if nested:
+        raise ValueError(
+            f"rope_parameters is nested by layer type ({nested}); pass one of them, e.g. "
+            f"config.rope_parameters[{nested[0]!r}], with max_position_embeddings=..."
+        )
+    return params, max_pos
 
 
 def _base_inv_freq(base: float, dim: int, device: Any) -> torch.Tensor:
