@@ -1,4 +1,11 @@
-"""RoPE: rotation properties, layouts, partial rotary, scaling, and parity with Hugging Face."""
+"""RoPE: rotation properties, layouts, partial rotary, scaling, and parity with Hugging Face.
+
+The parity tests target transformers 5.x (the project requires >= 5.0; 4.x is not supported here):
+the rotary classes take no ``device=``, ``ROPE_INIT_FUNCTIONS`` has no ``"default"`` (each model's
+``<Model>RotaryEmbedding.compute_default_rope_parameters`` computes it), the base lives in
+``config.rope_parameters["rope_theta"]``, and a config stores (and fills in) the very dict passed as
+``rope_scaling``, so every dict is copied before it reaches a config.
+"""
 
 from __future__ import annotations
 
@@ -19,14 +26,14 @@ from llmviz.position.rope import (
     rope_cos_sin,
     rope_frequencies,
 )
+from llmviz.position.rope_scaling import HF_ROPE_TYPES
 
 transformers = pytest.importorskip("transformers")
-from transformers import LlamaConfig  # noqa: E402
+from transformers import GPTNeoXConfig, LlamaConfig, Phi3Config  # noqa: E402
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
-from transformers.models.llama.modeling_llama import (  # noqa: E402
-    LlamaRotaryEmbedding,
-    apply_rotary_pos_emb,
-)
+from transformers.models.gpt_neox import modeling_gpt_neox  # noqa: E402
+from transformers.models.llama import modeling_llama  # noqa: E402
+from transformers.models.phi3 import modeling_phi3  # noqa: E402
 
 
 def _qk(gen, shape=(2, 3, 16, 32), dtype=torch.float64):
@@ -162,29 +169,45 @@ def test_rope_keeps_dtype_and_gradients(gen):
 
 
 # ----------------------------------------------------------------------------- HF parity
-@pytest.mark.parametrize("partial", [1.0, 0.5])
-def test_apply_rotary_matches_hf(device, gen, partial):
+def _hf_family(family: str, D: int, partial: float):
+    """(rotary module, apply_rotary_pos_emb) of one Hugging Face family, base 10000, head dim D.
+
+    Llama rotates whole heads (its transformers 5 default ignores partial_rotary_factor); Phi-3
+    and GPT-NeoX rotate the first ``partial * D`` features and pass the rest through.
+    """
+    if family == "llama":
+        assert partial == 1.0
+        cfg = LlamaConfig(hidden_size=4 * D, num_attention_heads=4, head_dim=D, rope_theta=10000.0)
+        return modeling_llama.LlamaRotaryEmbedding(cfg), modeling_llama.apply_rotary_pos_emb
+    if family == "phi3":
+        cfg = Phi3Config(hidden_size=4 * D, num_attention_heads=4, rope_theta=10000.0,
+                         partial_rotary_factor=partial)
+        return modeling_phi3.Phi3RotaryEmbedding(cfg), modeling_phi3.apply_rotary_pos_emb
+    cfg = GPTNeoXConfig(hidden_size=4 * D, num_attention_heads=4, rope_theta=10000.0,
+                        rotary_pct=partial)
+    return modeling_gpt_neox.GPTNeoXRotaryEmbedding(cfg), modeling_gpt_neox.apply_rotary_pos_emb
+
+
+@pytest.mark.parametrize("family,partial", [("llama", 1.0), ("phi3", 1.0), ("phi3", 0.5),
+                                            ("gpt_neox", 0.25)])
+def test_apply_rotary_matches_hf(device, gen, family, partial):
     D = 64
     R = int(D * partial)
     q, k = _qk(gen, (2, 4, 10, D), dtype=torch.float32)
     q, k = q.to(device), k.to(device)
     pos = torch.tensor([[0, 1, 2, 3, 4, 5, 6, 7, 8, 9], [7, 8, 9, 10, 11, 12, 13, 14, 15, 16]],
                        device=device)
-    cfg = LlamaConfig(hidden_size=4 * D, num_attention_heads=4, head_dim=D, rope_theta=10000.0,
-                      partial_rotary_factor=partial)
-    hf_rope = LlamaRotaryEmbedding(cfg, device=device)
-    cos, sin = hf_rope(q, pos)  # (B, T, R)
-    if R < D:
-        hq, hk = apply_rotary_pos_emb(q[..., :R], k[..., :R], cos, sin)
-        hq, hk = torch.cat((hq, q[..., R:]), -1), torch.cat((hk, k[..., R:]), -1)
-    else:
-        hq, hk = apply_rotary_pos_emb(q, k, cos, sin)
+    hf_rope, hf_apply = _hf_family(family, D, partial)
+    cos, sin = hf_rope.to(device)(q, pos)  # (B, T, R)
+    assert cos.shape == (2, 10, R)
+    hq, hk = hf_apply(q, k, cos, sin)  # rotates the first R features, passes D - R through
     ours = RotaryEmbedding(D, rotary_dim=R).to(device)
     oq, ok = ours(q, k, pos)
     torch.testing.assert_close(oq, hq)
     torch.testing.assert_close(ok, hk)
     # and the pure rotation with HF's own cos/sin tables
     torch.testing.assert_close(apply_rotary(q, cos, sin), hq)
+    torch.testing.assert_close(apply_rotary(k, cos, sin), hk)
 
 
 _HF_SCALINGS = {
@@ -199,6 +222,34 @@ _HF_SCALINGS = {
     "llama3": dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
                    original_max_position_embeddings=128),
 }
+# transformers 5 rope types RopeScaling does not compute; from_hf must refuse them by name
+_HF_REFUSED = {
+    "longrope": dict(rope_type="longrope", long_factor=[1.0] * 32, short_factor=[1.0] * 32,
+                     original_max_position_embeddings=64),
+    "proportional": dict(rope_type="proportional", factor=1.0, partial_rotary_factor=0.25),
+}
+
+
+def _scaling_dict(name: str) -> dict | None:
+    """A fresh copy: a transformers 5 config writes rope_theta (and more) into the dict it gets."""
+    rs = _HF_SCALINGS[name]
+    return None if rs is None else dict(rs)
+
+
+def _hf_inv_freq(cfg, kind: str, device, seq_len: int | None) -> tuple[torch.Tensor, float]:
+    """Hugging Face's (inv_freq, attention_factor) for ``cfg``.
+
+    transformers 5 has no ``ROPE_INIT_FUNCTIONS["default"]``: the unscaled frequencies come from
+    each model's rotary class. Llama's ignores ``partial_rotary_factor``, so a partial config
+    is checked against Phi-3's, which honours it.
+    """
+    if kind != "default":
+        return ROPE_INIT_FUNCTIONS[kind](cfg, device, seq_len=seq_len)
+    if cfg.rope_parameters.get("partial_rotary_factor", 1.0) == 1.0:
+        inv, factor = modeling_llama.LlamaRotaryEmbedding.compute_default_rope_parameters(cfg)
+    else:
+        inv, factor = modeling_phi3.Phi3RotaryEmbedding.compute_default_rope_parameters(cfg)
+    return inv.to(device), factor
 
 
 def _our_scaling(rs: dict | None, max_pos: int) -> RopeScaling | None:
@@ -213,13 +264,16 @@ def _our_scaling(rs: dict | None, max_pos: int) -> RopeScaling | None:
 @pytest.mark.parametrize("partial", [1.0, 0.5])
 @pytest.mark.parametrize("seq_len", [None, 100, 1000])
 def test_frequencies_match_every_hf_rope_type(device, name, partial, seq_len):
-    rs = _HF_SCALINGS[name]
+    rs = _scaling_dict(name)
     max_pos = 128
     cfg = LlamaConfig(hidden_size=256, num_attention_heads=4, head_dim=64, rope_theta=20000.0,
-                      max_position_embeddings=max_pos, rope_scaling=rs,
+                      max_position_embeddings=max_pos, rope_scaling=None if rs is None else dict(rs),
                       partial_rotary_factor=partial)
+    assert cfg.rope_parameters["rope_theta"] == 20000.0
+    assert cfg.rope_parameters["partial_rotary_factor"] == partial
     kind = "default" if rs is None else rs["rope_type"]
-    hf_inv, hf_factor = ROPE_INIT_FUNCTIONS[kind](cfg, device, seq_len=seq_len)
+    hf_inv, hf_factor = _hf_inv_freq(cfg, kind, device, seq_len)
+    assert hf_inv.shape == (int(64 * partial) // 2,)
     scaling = _our_scaling(rs, max_pos)
     inv, factor = rope_frequencies(64, base=20000.0, rotary_dim=int(64 * partial),
                                    scaling=scaling, seq_len=seq_len, device=device)
@@ -230,30 +284,103 @@ def test_frequencies_match_every_hf_rope_type(device, name, partial, seq_len):
         assert scaling.to_hf()["rope_type"] == kind
 
 
-@pytest.mark.parametrize("name", list(_HF_SCALINGS) + ["yarn_no_original", "legacy_type_key"])
-def test_from_hf_reproduces_hf_frequencies(name):
+@pytest.mark.parametrize("name", list(_HF_SCALINGS) + ["yarn_no_original", "yarn_no_factor",
+                                                       "legacy_type_key"])
+@pytest.mark.parametrize("source", ["config", "dict"])
+def test_from_hf_reproduces_hf_frequencies(name, source):
     rs = {"yarn_no_original": dict(rope_type="yarn", factor=4.0),
-          "legacy_type_key": dict(type="linear", factor=2.0)}.get(name, _HF_SCALINGS.get(name))
-    cfg = LlamaConfig(hidden_size=256, num_attention_heads=4, head_dim=64, rope_theta=10000.0,
-                      max_position_embeddings=96, rope_scaling=rs)
-    kind = "default" if rs is None else rs.get("rope_type", rs.get("type"))
-    hf_inv, hf_factor = ROPE_INIT_FUNCTIONS[kind](cfg, "cpu", seq_len=500)
-    scaling = RopeScaling.from_hf(cfg.rope_scaling, max_position_embeddings=96)
+          "yarn_no_factor": dict(rope_type="yarn", factor=None, original_max_position_embeddings=32),
+          "legacy_type_key": dict(type="linear", factor=2.0)}.get(name) or _scaling_dict(name)
+    cfg = LlamaConfig(hidden_size=256, num_attention_heads=4, head_dim=64, rope_theta=30000.0,
+                      max_position_embeddings=96, rope_scaling=None if rs is None else dict(rs))
+    kind = cfg.rope_parameters["rope_type"]
+    assert kind == ("default" if rs is None else rs.get("rope_type", rs.get("type")))
+    hf_inv, hf_factor = _hf_inv_freq(cfg, kind, "cpu", 500)
+    before = dict(cfg.rope_parameters)
+    if source == "config":
+        scaling, base = RopeScaling.from_hf(cfg), RopeScaling.base_from_hf(cfg)
+    else:
+        params = cfg.rope_parameters
+        scaling = RopeScaling.from_hf(params, max_position_embeddings=96)
+        base = RopeScaling.base_from_hf(params)
+    assert cfg.rope_parameters == before  # read, never written
+    assert base == 30000.0
     assert (scaling is None) == (rs is None)
-    inv, factor = rope_frequencies(64, scaling=scaling, seq_len=500)
+    inv, factor = rope_frequencies(64, base=base, scaling=scaling, seq_len=500)
     torch.testing.assert_close(inv, hf_inv, rtol=1e-6, atol=0)
     assert factor == pytest.approx(hf_factor)
 
 
-def test_from_hf_rejects_longrope():
-    with pytest.raises(ValueError, match=r"rope_type 'longrope' is not supported"):
-        RopeScaling.from_hf({"rope_type": "longrope", "long_factor": [1.0], "short_factor": [1.0]},
-                            max_position_embeddings=64)
+def test_from_hf_keeps_llama3_base_and_matches_hf_module():
+    """Llama 3.1: base 500 000 sits in rope_parameters next to the llama3 scaling; it must not
+    fall back to 10 000 anywhere on the way."""
+    cfg = LlamaConfig(hidden_size=256, num_attention_heads=4, head_dim=64, rope_theta=500000.0,
+                      max_position_embeddings=1024, rope_scaling=_scaling_dict("llama3"))
+    assert "rope_theta" not in _HF_SCALINGS["llama3"]  # the shared dict stayed untouched
+    base, scaling = RopeScaling.base_from_hf(cfg), RopeScaling.from_hf(cfg)
+    assert base == 500000.0
+    assert RopeScaling.base_from_hf(cfg.rope_parameters) == 500000.0
+    assert scaling == RopeScaling("llama3", factor=8.0, original_max_position_embeddings=128)
+    hf_rope = modeling_llama.LlamaRotaryEmbedding(cfg)
+    ours = RotaryEmbedding(64, base=base, scaling=scaling)
+    torch.testing.assert_close(ours.inv_freq, hf_rope.inv_freq, rtol=1e-6, atol=0)
+    x = torch.randn(1, 4, 6, 64, generator=torch.Generator().manual_seed(0))
+    pos = torch.arange(6)[None] * 150
+    cos, sin = hf_rope(x, pos)
+    hq, _ = modeling_llama.apply_rotary_pos_emb(x, x, cos, sin)
+    torch.testing.assert_close(ours(x, x, pos)[0], hq)
+    # the default base would rotate differently: the check above is not vacuous
+    assert not torch.allclose(RotaryEmbedding(64, scaling=scaling).inv_freq, hf_rope.inv_freq)
 
 
-def test_every_hf_rope_type_but_longrope_is_covered():
+def test_from_hf_reads_transformers4_style_configs():
+    """A config object without rope_parameters: rope_theta and rope_scaling are attributes."""
+    from types import SimpleNamespace
+
+    old = SimpleNamespace(rope_theta=500000.0, max_position_embeddings=64,
+                          rope_scaling={"type": "dynamic", "factor": 2.0})
+    assert RopeScaling.base_from_hf(old) == 500000.0
+    assert RopeScaling.from_hf(old) == RopeScaling("dynamic", factor=2.0,
+                                                   original_max_position_embeddings=64)
+    assert RopeScaling.from_hf(SimpleNamespace(rope_scaling=None)) is None
+    assert RopeScaling.from_hf(None) is None and RopeScaling.from_hf({}) is None
+
+
+@pytest.mark.parametrize("kind", list(_HF_REFUSED))
+def test_from_hf_refuses_rope_types_it_does_not_compute(kind):
+    rs = dict(_HF_REFUSED[kind])
+    cfg = LlamaConfig(hidden_size=256, num_attention_heads=4, head_dim=64, rope_theta=10000.0,
+                      max_position_embeddings=128, rope_scaling=dict(rs))
+    # transformers 5 computes these: they are real types, not typos
+    inv, _ = ROPE_INIT_FUNCTIONS[kind](cfg, "cpu")
+    assert inv.shape == (32,)
+    for source in (cfg, rs):
+        with pytest.raises(ValueError, match=rf"rope_type '{kind}' is not supported: \w"):
+            RopeScaling.from_hf(source, max_position_embeddings=128)
+    with pytest.raises(ValueError, match=rf"RopeScaling.kind='{kind}' is not supported"):
+        RopeScaling(kind, factor=2.0)
+
+
+def test_every_hf_rope_type_is_covered_or_refused():
     covered = {v["rope_type"] if v else "default" for v in _HF_SCALINGS.values()}
-    assert set(ROPE_INIT_FUNCTIONS) - covered == {"longrope"}
+    assert covered == {"default", *HF_ROPE_TYPES}
+    hf_types = set(ROPE_INIT_FUNCTIONS) | {"default"}
+    assert hf_types - covered == set(_HF_REFUSED)
+
+
+def test_from_hf_errors_name_the_fix():
+    with pytest.raises(ValueError, match=r"rope_type 'ntk' is not supported"):
+        RopeScaling.from_hf({"rope_type": "ntk", "factor": 2.0})
+    with pytest.raises(ValueError, match=r"rope_type 'dynamic' needs max_position_embeddings"):
+        RopeScaling.from_hf({"rope_type": "dynamic", "factor": 2.0})
+    with pytest.raises(ValueError, match=r"rope_type 'linear' needs a factor"):
+        RopeScaling.from_hf({"rope_type": "linear"})
+    with pytest.raises(ValueError, match=r"nested by layer type \(\['full_attention', "
+                                         r"'sliding_attention'\]\)"):
+        RopeScaling.from_hf({"full_attention": {"rope_type": "default", "rope_theta": 1e6},
+                             "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}})
+    with pytest.raises(ValueError, match=r"rope_theta is missing .*pass the config itself"):
+        RopeScaling.base_from_hf({"rope_type": "llama3", "factor": 8.0})
 
 
 def test_yarn_attention_factor_scales_cos_sin(gen):
