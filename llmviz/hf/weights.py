@@ -5,20 +5,22 @@ comes from (and, for fused projections, which rows). The checkpoint must then ho
 planned tensors: one it lacks raises ``ValueError`` naming it, and so does one the plan never
 reads (an unused tensor is a feature llmviz would silently drop, e.g. Qwen 2's q/k/v biases).
 
-Renames (llmviz names follow HF Llama where they can):
+Renames (llmviz names follow HF Llama where they can; checkpoint names lose their ``model.``
+or ``transformer.`` prefix):
 
-==========================================  ===========================================
-Hugging Face (``model.`` / ``transformer.``)  llmviz
-==========================================  ===========================================
-``input_layernorm``                          ``attn_norm``
-``post_attention_layernorm``                 ``ffn_norm`` (pre-norm), ``post_attn_norm``
-                                             (Gemma 2/3 sandwich), ``attn_norm`` (OLMo 2)
-``pre_feedforward_layernorm``                ``ffn_norm`` (sandwich)
-``post_feedforward_layernorm``               ``post_ffn_norm`` (sandwich), ``ffn_norm`` (OLMo 2)
-``qkv_proj`` (Phi-3, rows q | k | v)         ``q_proj``, ``k_proj``, ``v_proj``
-``gate_up_proj`` (Phi-3, rows gate | up)     ``gate_proj``, ``up_proj``
-GPT-2 ``c_attn``, ``c_fc``, ``c_proj``       transposed (``Conv1D`` stores ``(in, out)``)
-==========================================  ===========================================
+* ``input_layernorm`` -> ``attn_norm``;
+* ``post_attention_layernorm`` -> ``ffn_norm`` (pre-norm), ``post_attn_norm`` (Gemma 2/3
+  sandwich) or ``attn_norm`` (OLMo 2, norm after the sublayer);
+* ``pre_feedforward_layernorm`` -> ``ffn_norm``; ``post_feedforward_layernorm`` ->
+  ``post_ffn_norm`` (sandwich) or ``ffn_norm`` (OLMo 2);
+* Phi-3's fused ``qkv_proj`` (rows q | k | v) -> ``q_proj``, ``k_proj``, ``v_proj``, and
+  ``gate_up_proj`` (rows gate | up) -> ``gate_proj``, ``up_proj``;
+* GPT-2's ``c_attn`` (split like ``qkv_proj``), ``c_fc``, ``c_proj``: transposed, since its
+  ``Conv1D`` stores ``(in, out)``; ``wte``/``wpe``/``ln_f``/``ln_1``/``ln_2`` ->
+  ``embed_tokens``/``embed_positions``/``norm``/``attn_norm``/``ffn_norm``.
+
+Shapes: ``qkv_proj`` is ``(H*D + 2*G*D, C)``, ``gate_up_proj`` ``(2*F, C)``, GPT-2's ``c_attn``
+``(C, 3*C)``; H heads, G kv heads, D head dim, C model dim, F feed-forward width.
 """
 
 from __future__ import annotations
@@ -139,7 +141,7 @@ def _check_fused(sd: dict, plan: dict[str, Source]) -> None:
         if src.rows is not None:
             ends[src.key] = max(ends.get(src.key, 0), src.rows[1])
     for key, end in ends.items():
-        rows = sd[key].shape[1 if plan_transposed(plan, key) else 0]
+        rows = sd[key].shape[1 if _transposed(plan, key) else 0]
         if rows != end:
             raise ValueError(
                 f"fused tensor {key!r} has {rows} rows but the config's heads/sizes account for "
@@ -147,7 +149,7 @@ def _check_fused(sd: dict, plan: dict[str, Source]) -> None:
             )
 
 
-def plan_transposed(plan: dict[str, Source], key: str) -> bool:
+def _transposed(plan: dict[str, Source], key: str) -> bool:
     return any(s.transpose for s in plan.values() if s.key == key)
 
 
