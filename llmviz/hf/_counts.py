@@ -20,9 +20,11 @@ class LayerAnatomy:
 
     Attributes:
         index: layer number.
-        attention: ``"global"``, ``"sliding"`` or ``"latent"`` (DeepSeek MLA).
+        attention: ``"global"``, ``"sliding"``, ``"latent"`` (DeepSeek MLA) or ``"linear"``
+            (Qwen3-Next's gated DeltaNet: a fixed-size state instead of a growing cache).
         window: keys a query sees in a sliding layer (None = all).
-        position: ``"rope"``, ``"nope"`` or ``"learned"`` (added once at the input).
+        position: ``"rope"``, ``"nope"``, ``"none"`` (linear attention: order enters through
+            its recurrence) or ``"learned"`` (added once at the input).
         rope_base: RoPE theta of this layer (None without RoPE).
         rope_scaling: e.g. ``"yarn x32"`` (None when unscaled).
         rotary_dim: rotating features per head (None = the whole head).
@@ -108,14 +110,15 @@ def _decoder(c: Any) -> tuple[_Arch, list[LayerAnatomy], int]:
     G = _g(c, "num_key_value_heads", H)
     D = _g(c, "head_dim", C // H)
     V, F = c.vocab_size, c.intermediate_size
-    qkv_bias = bool(_g(c, "attention_bias", False)) or t in ("qwen2", "qwen2_moe")
+    qkv_bias = bool(_g(c, "attention_bias", False)) or t == "qwen2" or bool(_g(c, "qkv_bias", False))
     o_bias = bool(_g(c, "attention_bias", False))
     attn = C * H * D + 2 * C * G * D + H * D * C + (H * D + 2 * G * D if qkv_bias else 0) + (C if o_bias else 0)
+    attn += C * H * D + (H * D if qkv_bias else 0) if t == "qwen3_next" else 0  # output gate rows
     qk_norm = {"qwen3": "per head", "qwen3_moe": "per head", "gemma3_text": "per head",
-               "olmo2": "whole projection"}.get(t)
+               "qwen3_next": "per head", "olmo2": "whole projection"}.get(t)
     attn += {"per head": 2 * D, "whole projection": (H + G) * D}.get(qk_norm, 0)
     attn += H if t == "gpt_oss" else 0  # one learned sink logit per head
-    gemma = t.startswith("gemma")
+    gemma = t.startswith("gemma") or t == "qwen3_next"  # norms scale by (1 + w)
     placement = {"gemma2": "sandwich", "gemma3_text": "sandwich", "olmo2": "post (sublayer output)"}.get(t, "pre")
     norms = (4 if placement == "sandwich" else 2) * C
     arch = _Arch(norm="rms (1 + w)" if gemma else "rms", placement=placement, ffn="glu",
@@ -132,6 +135,13 @@ def _decoder(c: Any) -> tuple[_Arch, list[LayerAnatomy], int]:
         if moe is not None and _sparse(c, i):
             ffn_kind, (ffn_total, ffn_active) = "moe", moe
         rope = bool(no_rope[i])
+        if kind == "linear_attention":
+            total = _linear_attention(c) + norms + ffn_total
+            layers.append(LayerAnatomy(
+                index=i, attention="linear", window=None, position="none", rope_base=None,
+                rope_scaling=None, rotary_dim=None, ffn=ffn_kind, params=total,
+                active_params=total - ffn_total + ffn_active, kv_elements=0, score_dims=0))
+            continue
         total = attn + norms + ffn_total
         layers.append(LayerAnatomy(
             index=i, attention="sliding" if kind == "sliding_attention" else "global",
@@ -157,18 +167,27 @@ def _moe(c: Any, arch: _Arch) -> tuple[int, int] | None:
     """(total, active) feed-forward parameters of a sparse layer, or None for dense families."""
     t, C = c.model_type, c.hidden_size
     E = _g(c, "num_local_experts", _g(c, "num_experts", 0))
-    if t not in ("mixtral", "qwen2_moe", "qwen3_moe", "gpt_oss") or not E:
+    if t not in ("mixtral", "qwen2_moe", "qwen3_moe", "qwen3_next", "gpt_oss") or not E:
         return None
     k = c.num_experts_per_tok
     F = c.intermediate_size if t in ("mixtral", "gpt_oss") else c.moe_intermediate_size
     expert = _glu(C, F, bias=t == "gpt_oss")
     router = C * E + (E if t == "gpt_oss" else 0)
     shared = 0
-    if t == "qwen2_moe":
+    if t in ("qwen2_moe", "qwen3_next"):
         shared = _glu(C, c.shared_expert_intermediate_size) + C  # plus its sigmoid gate
         arch.shared_experts = 1
     arch.ffn, arch.experts, arch.experts_active, arch.expert_d_ff = "moe (glu experts)", E, k, F
     return router + E * expert + shared, router + k * expert + shared
+
+
+def _linear_attention(c: Any) -> int:
+    """Qwen3-Next gated DeltaNet: projections, depthwise causal conv, decay and gated norm."""
+    C, nk, nv = c.hidden_size, c.linear_num_key_heads, c.linear_num_value_heads
+    keys, values = nk * c.linear_key_head_dim, nv * c.linear_value_head_dim
+    conv = (2 * keys + values) * c.linear_conv_kernel_dim
+    return (C * (2 * keys + 2 * values) + C * 2 * nv + conv + 2 * nv
+            + c.linear_value_head_dim + values * C)
 
 
 def _deepseek_v3(c: Any) -> tuple[_Arch, list[LayerAnatomy], int]:
@@ -214,4 +233,4 @@ def _gpt2(c: Any) -> tuple[_Arch, list[LayerAnatomy], int]:
 
 ANATOMY_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "olmo2",
                     "phi3", "gpt2", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss",
-                    "smollm3")
+                    "smollm3", "qwen3_next")

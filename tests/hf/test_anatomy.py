@@ -28,6 +28,9 @@ TINY = {
     "Qwen3MoeConfig": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
                            decoder_sparse_step=2, head_dim=16),
     "GptOssConfig": dict(num_local_experts=4, num_experts_per_tok=2, head_dim=16),
+    "Qwen3NextConfig": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                            shared_expert_intermediate_size=48, head_dim=16, linear_num_key_heads=2,
+                            linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=8),
     "DeepseekV3Config": dict(n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
                              first_k_dense_replace=1, q_lora_rank=24, kv_lora_rank=16,
                              qk_nope_head_dim=8, qk_rope_head_dim=8, v_head_dim=12, n_group=2,
@@ -70,6 +73,7 @@ PUBLISHED = [
     ("Qwen2MoeConfig", "Qwen1.5-MoE-A2.7B", 14.3e9, 2.7e9),
     ("DeepseekV3Config", "DeepSeek-V3", 671e9, None),  # 37B active, counted without MTP below
     ("GptOssConfig", "gpt-oss-120b", 116.8e9, None),
+    ("Qwen3NextConfig", "Qwen3-Next-80B-A3B", 80e9, None),
 ]
 
 
@@ -110,6 +114,9 @@ def test_layers_say_attention_and_position_per_layer():
     assert (ds.experts, ds.experts_active, ds.shared_experts, ds.head_dim) == (256, 8, 1, 192)
     oss = anatomy(transformers.GptOssConfig())
     assert oss.layers[0].rope_scaling == "yarn x32.0" and oss.layers[0].window == 128
+    nxt = anatomy(transformers.Qwen3NextConfig())  # 3 linear-attention layers, then 1 global
+    assert [layer.attention for layer in nxt.layers[:4]] == ["linear"] * 3 + ["global"]
+    assert nxt.layers[0].kv_elements == 0 and nxt.layers[3].rotary_dim == 64
     phi = anatomy(transformers.Phi3Config(partial_rotary_factor=0.5))
     assert phi.layers[0].rotary_dim == 48
 
@@ -151,8 +158,8 @@ def test_anatomy_errors(tmp_path):
         anatomy({"hidden_size": 64})
     with pytest.raises(NotImplementedError, match="anatomy has no reader for model_type 'bert'"):
         anatomy({"model_type": "bert"})
-    with pytest.raises(NotImplementedError, match="anatomy has no reader for model_type 'qwen3_next'"):
-        anatomy(transformers.Qwen3NextConfig())
+    with pytest.raises(NotImplementedError, match="anatomy has no reader for model_type 'mamba'"):
+        anatomy(transformers.MambaConfig())
     with pytest.raises(ValueError, match="no config file at"):
         anatomy(tmp_path / "missing.json")
     with pytest.raises(TypeError, match="anatomy takes a transformers config, a dict .* got int"):
