@@ -100,12 +100,13 @@ def test_claims_page_lists_every_box_also_after_an_incremental_rebuild(tmp_path)
     assert "does not hold" in row_a[: row_a.index("</tr>")]
 
 
-def _code_notebook(path: Path, title: str, code: str) -> None:
+def _code_notebook(path: Path, title: str, code: str, prose: str = "") -> None:
     nbformat = pytest.importorskip("nbformat")
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                  "language": "python"}
-    nb.cells = [nbformat.v4.new_markdown_cell(f"# {title}"), nbformat.v4.new_code_cell(code)]
+    nb.cells = [nbformat.v4.new_markdown_cell(f"# {title}"), nbformat.v4.new_code_cell(code),
+                nbformat.v4.new_markdown_cell(prose or "The end.")]
     nbformat.write(nb, path)
 
 
@@ -124,11 +125,17 @@ def test_executed_notebook_registers_its_claims_and_survives_the_execution_cache
     (src / "index.md").write_text("# Book\n\n```{toctree}\nch\nclaims\n```\n")
     (src / "claims.md").write_text("# Claims\n\n```{llmviz-claims}\n```\n")
     code = (
-        "from llmviz.evidence import Claim, summarize\n"
-        "Claim('x is positive', summarize([1.0, 1.2, 0.9]), id='x', device='cpu')"
+        "from llmviz.evidence import Claim, glue_number, summarize\n"
+        "c = Claim('x is positive', summarize([1.0, 1.2, 0.9]), id='x', device='cpu')\n"
+        "c.glue('ch_x')\nglue_number('ch_x_seeds', 3, 'd')\nc"
     )
-    _code_notebook(src / "ch.ipynb", "Chapter", code)
+    prose = ("Verdict: {glue:text}`ch_x_verdict`; effect {glue:text}`ch_x_effect`; "
+             "interval {glue:text}`ch_x_interval`; seeds {glue:text}`ch_x_seeds`.")
+    _code_notebook(src / "ch.ipynb", "Chapter", code, prose)
     page = _build(src, out)
+    chapter = re.sub(r"<[^>]+>", "", (out / "ch.html").read_text())
+    assert "Verdict: holds; effect 1.03; interval [" in chapter  # glued, no quotes
+    assert "; seeds 3." in chapter
     assert [r[0] for r in ROW.findall(page)] == ["x"]
     record_file = src / "_claims" / "ch.jsonl"
     record = json.loads(record_file.read_text())
@@ -136,15 +143,16 @@ def test_executed_notebook_registers_its_claims_and_survives_the_execution_cache
     written = record_file.stat().st_mtime_ns
 
     # Only the prose changes: the notebook is read again but its outputs come from the cache.
-    _code_notebook(src / "ch.ipynb", "Chapter, revised", code)
+    _code_notebook(src / "ch.ipynb", "Chapter, revised", code, prose)
     page = _build(src, out)
     assert record_file.stat().st_mtime_ns == written  # the kernel did not run again
     assert [r[0] for r in ROW.findall(page)] == ["x"]
     assert "Chapter, revised" in page
 
     # A claim that is glued but never shown as a box cannot reach the page: the build says so.
-    _code_notebook(src / "ch.ipynb", "Chapter", code + "\nClaim('y', summarize([1.0, 2.0]), "
-                   "id='y', device='cpu').glue('ch_y')")
+    glued_only = "Claim('y', summarize([1.0, 2.0]), id='y', device='cpu').glue('ch_y')\n"
+    first, rest = code.split("\n", 1)
+    _code_notebook(src / "ch.ipynb", "Chapter", f"{first}\n{glued_only}{rest}", prose)
     with pytest.raises(AssertionError, match=r"claim 'y' of ch was registered .* not shown"):
         _build(src, out)
 
