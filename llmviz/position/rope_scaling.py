@@ -3,14 +3,16 @@ for a model asked to read past the length it was trained on.
 
 Formulas follow ``transformers.modeling_rope_utils.ROPE_INIT_FUNCTIONS`` of transformers 5 (checked
 value for value in the tests), plus the static NTK-aware base change that Hugging Face has no type
-for (its ``longrope`` and ``proportional`` types are not modelled; ``from_hf`` refuses them):
+for (its ``longrope`` type is not modelled; ``from_hf`` refuses it):
 
 * ``linear`` (position interpolation, Chen et al. 2023): every frequency divided by ``factor``;
 * ``ntk`` (bloc97 2023): base multiplied by ``factor ** (R / (R - 2))``;
 * ``dynamic`` (dynamic NTK): the NTK base change sized to the current length;
 * ``yarn`` (Peng et al. 2023): ramp between interpolated and original frequencies by wavelength,
   cos/sin scaled by ``0.1 ln(factor) + 1``;
-* ``llama3`` (Meta 2024): long wavelengths divided by ``factor``, short ones kept, smooth between.
+* ``llama3`` (Meta 2024): long wavelengths divided by ``factor``, short ones kept, smooth between;
+* ``proportional`` (Gemma 4): the fastest ``rotated_fraction`` of the pairs keep their speeds
+  (exponents over the whole rotary dim), the slower ones stop (frequency 0), all divided by ``factor``.
 
 R is the rotary dim. Use through :func:`llmviz.position.rope.rope_frequencies`.
 """
@@ -27,15 +29,13 @@ from .._checks import check_choice
 
 __all__ = ["SCALING_KINDS", "HF_ROPE_TYPES", "RopeScaling", "scaled_frequencies"]
 
-SCALING_KINDS = ("linear", "ntk", "dynamic", "yarn", "llama3")
+SCALING_KINDS = ("linear", "ntk", "dynamic", "yarn", "llama3", "proportional")
 _NEEDS_ORIGINAL = ("dynamic", "yarn", "llama3")
 # Hugging Face rope_type values RopeScaling.from_hf reads ("default" means no scaling)
-HF_ROPE_TYPES = ("linear", "dynamic", "yarn", "llama3")
+HF_ROPE_TYPES = ("linear", "dynamic", "yarn", "llama3", "proportional")
 _HF_REFUSED = {
     "longrope": "LongRoPE (Phi-3) switches between two per-frequency factor lists by length, "
                 "which RopeScaling does not model",
-    "proportional": "proportional RoPE (Gemma 4) zeroes the slowest frequencies over the whole "
-                    "head, which RopeScaling does not model",
 }
 
 
@@ -50,7 +50,9 @@ class RopeScaling:
             ``"dynamic"`` (dynamic NTK: the NTK base change sized to the current length, no change
             up to ``original_max_position_embeddings``), ``"yarn"`` (NTK-by-parts ramp between
             interpolated and original frequencies, plus an attention factor), ``"llama3"``
-            (Llama 3.1: low frequencies divided by ``factor``, high ones kept, smooth in between).
+            (Llama 3.1: low frequencies divided by ``factor``, high ones kept, smooth in between),
+            ``"proportional"`` (Gemma 4: only the fastest ``rotated_fraction`` of the pairs turn,
+            the rest get frequency 0; use it over the whole head, ``rotary_dim=None``).
         factor: context extension ratio (new length / trained length), > 0.
         original_max_position_embeddings: the trained context length; required by ``dynamic``,
             ``yarn`` and ``llama3``.
@@ -60,6 +62,8 @@ class RopeScaling:
         truncate: YaRN: round the ramp bounds to whole dimensions (HF default True).
         low_freq_factor, high_freq_factor: Llama 3.1 wavelength thresholds
             (``original / low_freq_factor`` and ``original / high_freq_factor``).
+        rotated_fraction: ``proportional`` only: the share of the R/2 pairs that turn (Hugging
+            Face's ``partial_rotary_factor`` inside a proportional ``rope_parameters``), in [0, 1].
     """
 
     kind: str
@@ -73,6 +77,7 @@ class RopeScaling:
     truncate: bool = True
     low_freq_factor: float = 1.0
     high_freq_factor: float = 4.0
+    rotated_fraction: float = 1.0
 
     def __post_init__(self) -> None:
         check_choice(self.kind, "RopeScaling.kind", SCALING_KINDS)
@@ -87,6 +92,13 @@ class RopeScaling:
         if orig is not None and orig <= 0:
             raise ValueError(
                 f"original_max_position_embeddings must be positive, got {orig}"
+            )
+        if not 0.0 <= self.rotated_fraction <= 1.0:
+            raise ValueError(f"rotated_fraction must be in [0, 1], got {self.rotated_fraction}")
+        if self.kind != "proportional" and self.rotated_fraction != 1.0:
+            raise ValueError(
+                f"rotated_fraction ({self.rotated_fraction}) only applies to kind='proportional'; "
+                f"for kind={self.kind!r} rotate fewer features with rotary_dim instead"
             )
         if self.kind == "llama3" and not self.high_freq_factor > self.low_freq_factor:
             raise ValueError(
@@ -115,11 +127,13 @@ class RopeScaling:
         Returns:
             A :class:`RopeScaling`, or None for ``rope_type`` ``"default"``. The base is not part of
             the scaling: read it with :meth:`base_from_hf`; ``partial_rotary_factor`` is the
-            caller's ``rotary_dim = int(head_dim * partial_rotary_factor)``. Other keys are not read.
+            caller's ``rotary_dim = int(head_dim * partial_rotary_factor)``, except for
+            ``proportional``, whose ``partial_rotary_factor`` becomes ``rotated_fraction`` (rotate
+            the whole head). Other keys are not read.
 
         Raises:
-            ValueError: a ``rope_type`` llmviz does not compute (``longrope``, ``proportional``, or
-                unknown), nested per-layer-type parameters, or a missing
+            ValueError: a ``rope_type`` llmviz does not compute (``longrope``, or unknown), nested
+                per-layer-type parameters, or a missing
                 ``max_position_embeddings`` that the type needs.
         """
         params, max_pos = _hf_rope_params(rope_scaling, max_position_embeddings)
@@ -132,8 +146,12 @@ class RopeScaling:
                 f"rope_type {kind!r} is not supported: {reason}; llmviz reads "
                 f"{('default',) + HF_ROPE_TYPES}"
             )
-        fields = set(cls.__dataclass_fields__) - {"kind"}
+        fields = set(cls.__dataclass_fields__) - {"kind", "rotated_fraction"}
         kw = {k: v for k, v in params.items() if k in fields and v is not None}
+        if kind == "proportional":  # transformers: factor and partial_rotary_factor default to 1
+            fraction = params.get("partial_rotary_factor")
+            return cls(kind, factor=float(kw.get("factor", 1.0)),
+                       rotated_fraction=1.0 if fraction is None else float(fraction))
         if kind in _NEEDS_ORIGINAL:
             if kind == "dynamic" or "original_max_position_embeddings" not in kw:
                 if max_pos is None:
@@ -197,6 +215,8 @@ class RopeScaling:
         if self.kind == "llama3":
             out.update(low_freq_factor=float(self.low_freq_factor),
                        high_freq_factor=float(self.high_freq_factor))
+        if self.kind == "proportional":
+            out["partial_rotary_factor"] = float(self.rotated_fraction)
         return out
 
 
@@ -254,6 +274,12 @@ def scaled_frequencies(
         return _base_inv_freq(base * stretch ** _ntk_exponent(dim, kind), dim, device), 1.0
     if kind == "yarn":
         return _yarn(base, dim, scaling, device)
+    if kind == "proportional":
+        # the first n pairs keep base ** (-2i / R), the other R/2 - n stand still
+        n_turning = int(scaling.rotated_fraction * dim // 2)
+        inv_freq = _base_inv_freq(base, dim, device)
+        inv_freq[n_turning:] = 0.0
+        return inv_freq / factor, 1.0
     return _llama3(base, dim, scaling, device)
 
 

@@ -221,12 +221,14 @@ _HF_SCALINGS = {
                              truncate=False, attention_factor=1.3),
     "llama3": dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
                    original_max_position_embeddings=128),
+    # partial_rotary_factor: the config's (parametrized) or, as Gemma 4 writes it, the dict's own
+    "proportional": dict(rope_type="proportional", factor=2.0),
+    "proportional_gemma4": dict(rope_type="proportional", partial_rotary_factor=0.25),
 }
 # transformers 5 rope types RopeScaling does not compute; from_hf must refuse them by name
 _HF_REFUSED = {
     "longrope": dict(rope_type="longrope", long_factor=[1.0] * 32, short_factor=[1.0] * 32,
                      original_max_position_embeddings=64),
-    "proportional": dict(rope_type="proportional", factor=1.0, partial_rotary_factor=0.25),
 }
 
 
@@ -252,9 +254,12 @@ def _hf_inv_freq(cfg, kind: str, device, seq_len: int | None) -> tuple[torch.Ten
     return inv.to(device), factor
 
 
-def _our_scaling(rs: dict | None, max_pos: int) -> RopeScaling | None:
+def _our_scaling(rs: dict | None, max_pos: int, partial: float = 1.0) -> RopeScaling | None:
     if rs is None:
         return None
+    if rs["rope_type"] == "proportional":  # its partial_rotary_factor is the turning share
+        return RopeScaling("proportional", factor=rs.get("factor", 1.0),
+                           rotated_fraction=rs.get("partial_rotary_factor", partial))
     kw = {k: v for k, v in rs.items() if k != "rope_type"}
     kw.setdefault("original_max_position_embeddings", max_pos)
     return RopeScaling(rs["rope_type"], **kw)
@@ -270,18 +275,24 @@ def test_frequencies_match_every_hf_rope_type(device, name, partial, seq_len):
                       max_position_embeddings=max_pos, rope_scaling=None if rs is None else dict(rs),
                       partial_rotary_factor=partial)
     assert cfg.rope_parameters["rope_theta"] == 20000.0
-    assert cfg.rope_parameters["partial_rotary_factor"] == partial
+    assert cfg.rope_parameters["partial_rotary_factor"] == (rs or {}).get("partial_rotary_factor",
+                                                                           partial)
     kind = "default" if rs is None else rs["rope_type"]
     hf_inv, hf_factor = _hf_inv_freq(cfg, kind, device, seq_len)
-    assert hf_inv.shape == (int(64 * partial) // 2,)
-    scaling = _our_scaling(rs, max_pos)
-    inv, factor = rope_frequencies(64, base=20000.0, rotary_dim=int(64 * partial),
+    # proportional keeps the whole head and stops pairs instead of passing features through
+    rotary_dim = 64 if kind == "proportional" else int(64 * partial)
+    assert hf_inv.shape == (rotary_dim // 2,)
+    scaling = _our_scaling(rs, max_pos, partial)
+    inv, factor = rope_frequencies(64, base=20000.0, rotary_dim=rotary_dim,
                                    scaling=scaling, seq_len=seq_len, device=device)
     assert inv.device.type == torch.device(device).type
     torch.testing.assert_close(inv, hf_inv, rtol=1e-6, atol=0)
     assert factor == pytest.approx(hf_factor)
     if scaling is not None:
         assert scaling.to_hf()["rope_type"] == kind
+    if kind == "proportional":
+        turning = int(scaling.rotated_fraction * 64 // 2)
+        assert torch.all(inv[:turning] > 0) and torch.all(inv[turning:] == 0)
 
 
 @pytest.mark.parametrize("name", list(_HF_SCALINGS) + ["yarn_no_original", "yarn_no_factor",
@@ -333,6 +344,44 @@ def test_from_hf_keeps_llama3_base_and_matches_hf_module():
     assert not torch.allclose(RotaryEmbedding(64, scaling=scaling).inv_freq, hf_rope.inv_freq)
 
 
+def test_proportional_matches_gemma4_rotary_module(gen):
+    """Gemma 4's full-attention layers: base 1e6, a 64-wide global head, a quarter of the pairs
+    turning, read from the nested per-layer-type rope_parameters."""
+    from transformers.models.gemma4 import modeling_gemma4
+    from transformers.models.gemma4.configuration_gemma4 import Gemma4TextConfig
+
+    cfg = Gemma4TextConfig(
+        hidden_size=128, num_attention_heads=2, num_key_value_heads=1, head_dim=32,
+        global_head_dim=64, num_hidden_layers=2, vocab_size=64, max_position_embeddings=256,
+        layer_types=["sliding_attention", "full_attention"],
+        rope_parameters={
+            "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                               "rope_theta": 1_000_000.0},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+        },
+    )
+    with pytest.raises(ValueError, match=r"nested by layer type"):
+        RopeScaling.from_hf(cfg)
+    params = cfg.rope_parameters["full_attention"]
+    scaling = RopeScaling.from_hf(params, max_position_embeddings=256)
+    assert scaling == RopeScaling("proportional", rotated_fraction=0.25)
+    assert scaling.to_hf() == {"rope_type": "proportional", "factor": 1.0,
+                               "partial_rotary_factor": 0.25}
+    base = RopeScaling.base_from_hf(params)
+    assert base == 1_000_000.0
+    hf_rope = modeling_gemma4.Gemma4TextRotaryEmbedding(cfg)
+    ours = RotaryEmbedding(64, base=base, scaling=scaling)
+    torch.testing.assert_close(ours.inv_freq, hf_rope.full_attention_inv_freq, rtol=1e-6, atol=0)
+    q = torch.randn(2, 2, 7, 64, generator=gen)
+    pos = torch.arange(7)[None].expand(2, 7) * 31
+    cos, sin = hf_rope(q, pos, "full_attention")  # (B, T, D): the whole head
+    hq = modeling_gemma4.apply_rotary_pos_emb(q, cos, sin)
+    torch.testing.assert_close(ours(q, q, pos)[0], hq)
+    # the 24 stopped pairs (features 8..31 and 40..63 in the half layout) are left as they were
+    still = torch.cat((torch.arange(8, 32), torch.arange(40, 64)))
+    torch.testing.assert_close(hq[..., still], q[..., still])
+
+
 def test_from_hf_reads_transformers4_style_configs():
     """A config object without rope_parameters: rope_theta and rope_scaling are attributes."""
     from types import SimpleNamespace
@@ -381,6 +430,10 @@ def test_from_hf_errors_name_the_fix():
                              "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}})
     with pytest.raises(ValueError, match=r"rope_theta is missing .*pass the config itself"):
         RopeScaling.base_from_hf({"rope_type": "llama3", "factor": 8.0})
+    with pytest.raises(ValueError, match=r"rotated_fraction must be in \[0, 1\], got 1.5"):
+        RopeScaling("proportional", rotated_fraction=1.5)
+    with pytest.raises(ValueError, match=r"only applies to kind='proportional'.*rotary_dim"):
+        RopeScaling("linear", factor=2.0, rotated_fraction=0.5)
 
 
 def test_yarn_attention_factor_scales_cos_sin(gen):
