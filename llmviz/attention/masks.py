@@ -31,6 +31,7 @@ import torch
 from .._checks import check_positive_int
 
 __all__ = [
+    "query_positions",
     "causal_mask",
     "padding_mask",
     "key_padding_to_mask",
@@ -43,17 +44,40 @@ __all__ = [
 ]
 
 
-def _offsets(T: int, S: int | None, device) -> torch.Tensor:
-    """Query-minus-key distance ``d[i, j] = (S - T + i) - j`` as a ``(T, S)`` long tensor."""
+def query_positions(
+    T: int, S: int | None = None, *, device: torch.device | str | None = None
+) -> torch.Tensor:
+    """Absolute positions of the queries: the last ``T`` of ``S`` key positions.
+
+    Query ``i`` sits at ``S - T + i``: with a KV cache, ``T`` new tokens follow ``S - T``
+    cached ones. Every mask, relative-position bias and attention metric places its queries
+    with this function.
+
+    Args:
+        T: number of queries (>= 0).
+        S: number of keys (default ``T``); must be ``>= T``.
+        device: where to build the result.
+
+    Returns:
+        ``(T,)`` long tensor ``[S - T, ..., S - 1]``.
+    """
     S = T if S is None else S
-    check_positive_int(T, "T")
-    check_positive_int(S, "S")
+    check_positive_int(T, "T", allow_zero=True)
+    check_positive_int(S, "S", allow_zero=True)
     if S < T:
         raise ValueError(
             f"S ({S}) must be >= T ({T}): queries are the last T of the S key positions; "
             "pass S = cached length + T"
         )
-    q_pos = torch.arange(S - T, S, device=device)  # (T,)
+    return torch.arange(S - T, S, device=device)  # (T,)
+
+
+def _offsets(T: int, S: int | None, device) -> torch.Tensor:
+    """Query-minus-key distance ``d[i, j] = (S - T + i) - j`` as a ``(T, S)`` long tensor."""
+    S = T if S is None else S
+    check_positive_int(T, "T")
+    check_positive_int(S, "S")
+    q_pos = query_positions(T, S, device=device)  # (T,); checks S >= T
     k_pos = torch.arange(S, device=device)  # (S,)
     return q_pos[:, None] - k_pos[None, :]  # (T, S)
 

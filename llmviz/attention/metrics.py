@@ -31,8 +31,9 @@ from typing import Sequence
 import torch
 
 from .._checks import check_positive_int
+from .masks import query_positions
 
-__all__ = ["head_metrics", "METRICS"]
+__all__ = ["head_metrics", "METRICS", "row_entropy", "mass_by_distance"]
 
 #: Names of the metrics, in display order.
 METRICS = ("entropy", "diagonal", "previous", "local", "first")
@@ -52,6 +53,49 @@ def _as_bhts(weights) -> torch.Tensor:
     )
 
 
+def row_entropy(weights: torch.Tensor) -> torch.Tensor:
+    """Shannon entropy (nats) of each row of ``weights`` along the last axis, ``0 log 0 = 0``.
+
+    Args:
+        weights: ``(..., S)`` rows of probabilities (attention weights, a sampling
+            distribution).
+
+    Returns:
+        ``(...)`` entropies: 0 for a one-hot row, ``log(S)`` for a uniform one.
+    """
+    w = torch.as_tensor(weights)
+    plogp = torch.where(w > 0, w * w.clamp_min(1e-30).log(), torch.zeros_like(w))
+    return -plogp.sum(-1)
+
+
+def mass_by_distance(weights: torch.Tensor) -> torch.Tensor:
+    """Attention mass at each backward distance ``d = i - j``, averaged over the queries.
+
+    Args:
+        weights: ``(H, T, S)`` attention weights, queries the last T of S.
+
+    Returns:
+        ``(H, S)``: entry ``[h, d]`` is the mean over queries ``i`` of ``w[h, i, i - d]`` (0
+        where ``d > i``); keys after the query (``d < 0``) are not counted, so each row sums to
+        the heads' average causal mass (1 for causal weights).
+    """
+    w = torch.as_tensor(weights).detach()
+    if not w.is_floating_point():
+        w = w.float()
+    if w.ndim != 3:
+        raise ValueError(
+            f"weights must be (H, T, S), got shape {tuple(w.shape)}; pick a layer and batch "
+            "element first"
+        )
+    H, T, S = w.shape
+    d = query_positions(T, S, device=w.device)[:, None] - torch.arange(S, device=w.device)  # (T, S)
+    past = d >= 0
+    out = torch.zeros(H, S, dtype=w.dtype, device=w.device)
+    index = d.clamp_min(0).reshape(1, T * S).expand(H, -1)  # (H, T*S) distance of each cell
+    out.scatter_add_(1, index, (w * past).reshape(H, T * S))
+    return out / max(T, 1)
+
+
 def _is_causal(w: torch.Tensor, d: torch.Tensor) -> bool:
     return bool((w.masked_select((d < 0).expand_as(w)).abs() <= 1e-6).all())
 
@@ -60,7 +104,7 @@ def _one_layer(w: torch.Tensor, window: int, causal: bool | None) -> dict[str, t
     B, H, T, S = w.shape
     if S < T:
         raise ValueError(f"weights have more queries ({T}) than keys ({S}); expected T <= S")
-    q_pos = torch.arange(S - T, S, device=w.device)  # (T,)
+    q_pos = query_positions(T, S, device=w.device)  # (T,)
     d = q_pos[:, None] - torch.arange(S, device=w.device)[None, :]  # (T, S) query - key
     if causal is None:
         causal = _is_causal(w, d)
@@ -73,8 +117,7 @@ def _one_layer(w: torch.Tensor, window: int, causal: bool | None) -> dict[str, t
             return torch.full((H,), float("nan"), device=w.device)
         return sel.mean(dim=(0, 2))
 
-    plogp = torch.where(w > 0, w * w.clamp_min(1e-30).log(), torch.zeros_like(w))
-    ent = -plogp.sum(-1)  # (B, H, T)
+    ent = row_entropy(w)  # (B, H, T)
     multi = n_allowed > 1
     ent = ent / torch.where(multi, n_allowed, torch.full_like(n_allowed, math.e)).log()
     local_band = (d.abs() < window) & ((d >= 0) if causal else torch.ones_like(d, dtype=torch.bool))
@@ -111,6 +154,7 @@ def head_metrics(
         ``(L, H)`` for a list of layers. See the module docstring for definitions.
     """
     check_positive_int(window, "window")
+
     if isinstance(weights, (list, tuple)):
         if not weights:
             raise ValueError("weights is an empty list; expected one (B, H, T, S) per layer")

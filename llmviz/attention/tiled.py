@@ -20,8 +20,9 @@ import torch
 
 from .._checks import check_positive_int, check_tensor
 from .functional import _check_qkv, repeat_kv
+from .masks import query_positions
 
-__all__ = ["online_softmax", "online_softmax_trace", "tiled_attention"]
+__all__ = ["online_softmax", "online_softmax_trace", "tiled_attention", "tile_map"]
 
 
 
@@ -65,6 +66,43 @@ def online_softmax_trace(x: torch.Tensor, *, block_size: int = 1) -> dict[str, t
         ls.append(l.clone())
         ends.append(min(start + block_size, x.numel()))
     return {"m": torch.stack(ms), "l": torch.stack(ls), "end": torch.tensor(ends)}
+
+
+def tile_map(
+    T: int, S: int | None = None, *, block_q: int, block_k: int, causal: bool = True
+) -> torch.Tensor:
+    """What :func:`tiled_attention` does with each ``(block_q, block_k)`` tile of the scores.
+
+    Args:
+        T: number of queries (the last T of the S keys).
+        S: number of keys (default ``T``).
+        block_q, block_k: tile size.
+        causal: with a causal mask, tiles entirely above the diagonal are skipped and tiles
+            that cross it are computed with a partial mask.
+
+    Returns:
+        ``(ceil(T / block_q), ceil(S / block_k))`` long tensor: 0 = skipped, 1 = computed with a
+        partial mask (crosses the diagonal), 2 = computed in full. The number of nonzero
+        entries equals ``tiled_attention(..., return_stats=True)[1]["tiles"]``.
+    """
+    check_positive_int(block_q, "block_q")
+    check_positive_int(block_k, "block_k")
+    S = T if S is None else S
+    q_pos = query_positions(T, S)  # (T,)
+    n_q, n_k = math.ceil(T / block_q), math.ceil(S / block_k)
+    status = torch.full((n_q, n_k), 2, dtype=torch.long)
+    if not causal:
+        return status
+    for i in range(n_q):
+        first_q = int(q_pos[i * block_q])
+        last_q = int(q_pos[min((i + 1) * block_q, T) - 1])
+        for j in range(n_k):
+            first_k, last_k = j * block_k, min((j + 1) * block_k, S) - 1
+            if first_k > last_q:
+                status[i, j] = 0  # every key after every query: skipped
+            elif last_k > first_q:
+                status[i, j] = 1  # crosses the diagonal: computed, partly masked
+    return status
 
 
 def tiled_attention(

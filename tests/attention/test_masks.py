@@ -18,6 +18,7 @@ from llmviz.attention.masks import (
     global_local_mask,
     key_padding_to_mask,
     padding_mask,
+    query_positions,
     receptive_field,
     sliding_window_mask,
     strided_mask,
@@ -167,3 +168,24 @@ def test_receptive_field_grows_linearly_with_depth():
     assert sizes == [4, 7, 10, 13]  # 1 + L * (window - 1)
     with pytest.raises(ValueError, match="square"):
         receptive_field(torch.ones(2, 3, dtype=torch.bool), 1)
+
+
+# ----------------------------------------------------------------------------- query_positions
+@settings(max_examples=50, deadline=None)
+@given(T=st.integers(0, 40), cached=st.integers(0, 40))
+def test_query_positions_are_the_last_T_of_S(T, cached):
+    S = T + cached
+    assert torch.equal(query_positions(T, S), torch.arange(S - T, S))
+    assert torch.equal(query_positions(T), torch.arange(T))  # S defaults to T
+    if T:  # the causal mask's last allowed key of each row is that query's position
+        last_allowed = causal_mask(T, S).long().cumsum(-1).argmax(-1)
+        assert torch.equal(last_allowed, query_positions(T, S))
+
+
+def test_query_positions_errors():
+    with pytest.raises(ValueError, match=r"S \(3\) must be >= T \(4\): queries are the last T"):
+        query_positions(4, 3)
+    with pytest.raises(ValueError, match="T must be a non-negative int, got -1"):
+        query_positions(-1, 3)
+    with pytest.raises(TypeError, match="S must be an int"):
+        query_positions(2, 3.0)

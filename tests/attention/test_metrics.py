@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
 from llmviz.attention.masks import causal_mask
-from llmviz.attention.metrics import METRICS, head_metrics
+from llmviz.attention.metrics import (
+    METRICS,
+    head_metrics,
+    mass_by_distance,
+    row_entropy,
+)
 
 
 def _previous_token(T):
@@ -87,3 +94,48 @@ def test_errors():
         head_metrics([])
     with pytest.raises(ValueError, match=r"more queries \(4\) than keys \(3\)"):
         head_metrics(torch.ones(4, 3))
+
+
+# ----------------------------------------------------------------------------- row_entropy
+def test_row_entropy_closed_forms():
+    one_hot = torch.eye(5)
+    assert torch.equal(row_entropy(one_hot), torch.zeros(5))  # 0 log 0 = 0, no NaN
+    for n in (1, 2, 7, 64):
+        assert float(row_entropy(torch.full((n,), 1.0 / n))) == pytest.approx(math.log(n), rel=1e-6)
+    p = torch.tensor([0.5, 0.25, 0.25, 0.0])
+    assert float(row_entropy(p)) == pytest.approx(1.5 * math.log(2))
+
+
+def test_row_entropy_is_what_head_metrics_normalises():
+    w = torch.softmax(torch.randn(2, 3, 6, 6, generator=torch.Generator().manual_seed(0)), -1)
+    expected = (row_entropy(w) / math.log(6)).mean(dim=(0, 2))  # non-causal: every row sees 6 keys
+    assert torch.allclose(head_metrics(w, causal=False)["entropy"], expected)
+
+
+# ----------------------------------------------------------------------------- mass_by_distance
+def test_mass_by_distance_rows_sum_to_one_for_causal_weights():
+    g = torch.Generator().manual_seed(0)
+    for T, S in ((6, 6), (3, 9), (1, 5)):
+        scores = torch.randn(4, T, S, generator=g).masked_fill(~causal_mask(T, S), float("-inf"))
+        m = mass_by_distance(scores.softmax(-1))  # (H, S)
+        assert m.shape == (4, S)
+        assert torch.allclose(m.sum(-1), torch.ones(4))
+        assert (m >= 0).all()
+
+
+def test_mass_by_distance_of_known_patterns():
+    T = 6
+    prev = _previous_token(T)[None]  # all mass one back (row 0 on itself)
+    m = mass_by_distance(prev)[0]
+    assert m[1] == pytest.approx((T - 1) / T) and m[0] == pytest.approx(1 / T)
+    diag = torch.eye(T)[None]
+    assert torch.allclose(mass_by_distance(diag)[0], torch.eye(T)[0])  # all at distance 0
+    future = torch.eye(T).roll(1, dims=-1)[None]  # mass on the next key: not counted
+    assert mass_by_distance(future)[0].sum() == pytest.approx(1 / T)  # only the wrapped row
+
+
+def test_mass_by_distance_errors():
+    with pytest.raises(ValueError, match=r"weights must be \(H, T, S\), got shape \(4, 4\)"):
+        mass_by_distance(torch.ones(4, 4))
+    with pytest.raises(ValueError, match=r"S \(2\) must be >= T \(3\)"):
+        mass_by_distance(torch.ones(1, 3, 2))

@@ -9,7 +9,12 @@ from hypothesis import strategies as st
 
 from llmviz.attention import scaled_dot_product_attention
 from llmviz.attention.masks import causal_mask
-from llmviz.attention.tiled import online_softmax, online_softmax_trace, tiled_attention
+from llmviz.attention.tiled import (
+    online_softmax,
+    online_softmax_trace,
+    tile_map,
+    tiled_attention,
+)
 
 
 @given(n=st.integers(1, 50), block=st.integers(1, 20), big=st.booleans())
@@ -63,3 +68,29 @@ def test_errors():
         online_softmax(torch.randn(3), block_size=0)
     with pytest.raises(TypeError, match="floating-point"):
         online_softmax(torch.arange(3))
+
+
+# ----------------------------------------------------------------------------- tile_map
+@settings(max_examples=40, deadline=None)
+@given(T=st.integers(1, 24), cached=st.integers(0, 12), bq=st.integers(1, 9), bk=st.integers(1, 9),
+       causal=st.booleans())
+def test_tile_map_is_what_tiled_attention_does(T, cached, bq, bk, causal):
+    S = T + cached
+    status = tile_map(T, S, block_q=bq, block_k=bk, causal=causal)
+    q = torch.randn(1, 1, T, 4)
+    k = torch.randn(1, 1, S, 4)
+    _, stats = tiled_attention(q, k, k, causal=causal, block_q=bq, block_k=bk, return_stats=True)
+    assert int((status > 0).sum()) == stats["tiles"]
+    assert int((status == 0).sum()) == stats["skipped"]
+    # a tile is "partial" exactly when the causal mask blocks some but not all of its cells
+    allowed = causal_mask(T, S) if causal else torch.ones(T, S, dtype=torch.bool)
+    for i in range(status.shape[0]):
+        for j in range(status.shape[1]):
+            cell = allowed[i * bq : (i + 1) * bq, j * bk : (j + 1) * bk]
+            expected = 0 if not cell.any() else (2 if cell.all() else 1)
+            assert int(status[i, j]) == expected
+
+
+def test_tile_map_errors():
+    with pytest.raises(ValueError, match="block_q must be a positive int, got 0"):
+        tile_map(8, block_q=0, block_k=4)
