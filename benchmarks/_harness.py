@@ -4,6 +4,13 @@ Kept so ``from benchmarks._harness import compare, header`` keeps working; new s
 from ``llmviz.training.bench``.
 """
 
-from llmviz.training.bench import Comparison, Timing, compare, header, measure, speed_claim
+from llmviz.training.bench import (
+    Comparison,
+    Timing,
+    compare,
+    header,
+    measure,
+    speed_claim,
+)
 
 __all__ = ["Comparison", "Timing", "compare", "header", "measure", "speed_claim"]

@@ -87,6 +87,10 @@ def claims_file(chapter: str) -> Path | None:
     return Path(base) / f"{_slug(chapter.replace('/', '__'))}.jsonl"
 
 
+def _json_number(v: float) -> float | None:
+    return v if math.isfinite(v) else None  # JSON has no nan
+
+
 class _Text:
     """Glued as plain text: ``{glue:text}`` shows ``repr``, which for a str adds quotes."""
 
@@ -211,7 +215,6 @@ class Claim:
     def record(self) -> dict[str, Any]:
         """Everything the claims page shows, JSON-ready."""
         e = self.estimate
-        finite = lambda v: v if math.isfinite(v) else None  # noqa: E731 - JSON has no nan
         return {
             "chapter": self.chapter or _detect_chapter(),
             "id": self.id,
@@ -221,8 +224,8 @@ class Claim:
             "effect": self.effect,
             "interval": self.interval,
             "mean": e.mean,
-            "low": finite(e.low),
-            "high": finite(e.high),
+            "low": _json_number(e.low),
+            "high": _json_number(e.high),
             "level": e.level,
             "n": e.n,
             "size": self.size,

@@ -21,8 +21,8 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import traceback
-from collections.abc import Iterable, Mapping
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 import torch
 

@@ -22,8 +22,9 @@ The t quantiles come from the exact Student t distribution for integer degrees o
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal, Sequence
+from typing import Any, Literal
 
 import torch
 
@@ -116,7 +117,7 @@ class Estimate:
     kind: Kind = "mean"
 
     @classmethod
-    def exact(cls, value: float) -> "Estimate":
+    def exact(cls, value: float) -> Estimate:
         """A value that is computed, not measured (a byte count, a FLOP ratio): no spread."""
         v = _as_float(value, "value")
         return cls(mean=v, std=0.0, n=1, low=v, high=v, kind="exact")

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import contextlib
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.utils.benchmark as tb

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from llmviz.evidence import Claim, Estimate, paired, summarize
+from llmviz.evidence import Claim, Estimate, summarize
 
 ROOT = Path(__file__).resolve().parents[2]
 BOX = re.compile(r'<div class="llmviz-claim" id="claim-(\w+)"')
@@ -177,11 +177,11 @@ def test_claims_page_when_no_chapter_has_a_claim():
 # ----------------------------------------------------------------------------- built book
 # The book is built once per test run by the site tests' ``site`` fixture (or taken as built
 # with LLMVIZ_SITE_PREBUILT=1; a second request in the same run reuses the build).
-from .test_site import site  # noqa: E402, F401
+from .test_site import site  # noqa: F401
 
 
 @pytest.mark.site
-def test_built_claims_page_lists_every_claim_box(site):
+def test_built_claims_page_lists_every_claim_box(site):  # noqa: F811 - the fixture
     boxes = []
     for page in sorted(site.rglob("*.html")):
         if page.name == "claims.html" or "_static" in page.parts:

@@ -76,7 +76,7 @@ def test_measure_and_thread_count_restored():
 
 def test_backward_can_be_timed_outside_inference_mode():
     w = torch.randn(8, 8, requires_grad=True)
-    step = lambda: (w @ w).sum().backward()  # noqa: E731
+    step = lambda: (w @ w).sum().backward()
     with pytest.raises(RuntimeError):
         measure(step, repeats=1, warmup=1, min_run_time=0.01)
     t = measure(step, repeats=1, warmup=1, min_run_time=0.01, inference=False)
