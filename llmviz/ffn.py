@@ -38,6 +38,7 @@ __all__ = [
     "Activation",
     "Swish",
     "activation",
+    "activation_curve",
     "MLP",
     "GatedMLP",
     "glu_hidden_size",
@@ -154,6 +155,28 @@ def activation(name: str, *, beta: float = 1.0, learnable: bool = False) -> nn.M
     if name == "swish":
         return Swish(beta, learnable=learnable)
     return Activation(name)
+
+
+def activation_curve(
+    act: str | Callable[[Tensor], Tensor], x: Tensor, *, beta: float = 1.0
+) -> tuple[Tensor, Tensor]:
+    """An activation and its derivative on the points ``x``, the derivative by autograd.
+
+    Args:
+        act: a name from :data:`ACTIVATION_FNS` (``beta`` applies to ``"swish"``) or any
+            elementwise function.
+        x: ``(N,)`` floating points to evaluate at.
+
+    Returns:
+        ``(act(x), d act / dx)``, both ``(N,)`` and detached.
+    """
+    check_tensor(x, "x", ndim=1, floating=True)
+    fn = activation(act, beta=beta) if isinstance(act, str) else act
+    x = x.detach().clone().requires_grad_(True)
+    with torch.enable_grad():
+        y = fn(x)
+        (slope,) = torch.autograd.grad(y.sum(), x)  # elementwise act: d sum / dx_i = act'(x_i)
+    return y.detach(), slope
 
 
 def _as_module(act: str | nn.Module | Callable) -> nn.Module:

@@ -211,3 +211,27 @@ def test_activation_explorer():
     np.testing.assert_allclose(swish_vals[1], x / (1 + np.exp(-x)), rtol=1e-5, atol=1e-6)
     assert np.abs(swish_vals[2] - np.maximum(x, 0)).max() < 0.03  # large beta ~ ReLU
     assert "minimum" in frames[0].layout["title.text"]
+
+
+# ----------------------------------------------------------------------------- activation_curve
+def test_activation_curve_slopes_match_closed_forms():
+    from llmviz.ffn import activation_curve
+
+    x = torch.linspace(-4, 4, 81, dtype=torch.float64)
+    y, slope = activation_curve("relu", x)
+    assert torch.equal(y, x.clamp_min(0)) and torch.equal(slope, (x > 0).double())
+    y, slope = activation_curve("swish", x, beta=2.0)
+    s = torch.sigmoid(2.0 * x)
+    assert torch.allclose(slope, s + 2.0 * x * s * (1 - s))  # d/dx x sigmoid(bx)
+    _, slope = activation_curve(lambda v: v**3, x)  # any elementwise function
+    assert torch.allclose(slope, 3 * x**2)
+    assert not y.requires_grad and not slope.requires_grad
+
+
+def test_activation_curve_errors():
+    from llmviz.ffn import activation_curve
+
+    with pytest.raises(ValueError, match="activation='tanh' is not supported"):
+        activation_curve("tanh", torch.linspace(-1, 1, 5))
+    with pytest.raises(ValueError, match="x must have 1 dimension"):
+        activation_curve("relu", torch.zeros(2, 3))

@@ -42,6 +42,7 @@ from torch import nn
 from .._checks import check_choice
 from ._common import check_eps
 from .layer import LayerNorm, RMSNorm, layer_norm, rms_norm
+from .reduction import REDUCTION_KINDS, reduction_mask
 from .sequence import (
     BatchNormSeq,
     GroupNormSeq,
@@ -65,6 +66,8 @@ __all__ = [
     "make_norm",
     "NORM_KINDS",
     "MODEL_NORMS",
+    "REDUCTION_KINDS",
+    "reduction_mask",
 ]
 
 #: The registry: every name :func:`make_norm` accepts.
