@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from .._checks import check_choice, check_positive, check_positive_int, check_tensor
-from ..norm import make_norm
+from ..norm import MODEL_NORMS, make_norm
 from .functional import (
     _check_mask,
     attention_weights,
@@ -35,7 +35,14 @@ __all__ = [
     "scaled_dot_product_attention",
     "MultiHeadAttention",
     "gqa_from_mha",
+    "QK_NORMS",
+    "QK_NORM_SCOPES",
 ]
+
+#: QK-norm kinds: None, or any per-token model norm of :data:`llmviz.norm.MODEL_NORMS`.
+QK_NORMS = (None, *MODEL_NORMS)
+#: What one QK-norm normalises: each head's D features, or the whole H*D projection.
+QK_NORM_SCOPES = ("head", "all")
 
 
 class MultiHeadAttention(nn.Module):
@@ -106,9 +113,8 @@ class MultiHeadAttention(nn.Module):
             head_dim = d_model // n_heads
         else:
             check_positive_int(head_dim, "head_dim")
-        if qk_norm is not None:
-            check_choice(qk_norm, "qk_norm", (None, "rms", "layer", "rms_gemma"))
-        check_choice(qk_norm_scope, "qk_norm_scope", ("head", "all"))
+        check_choice(qk_norm, "qk_norm", QK_NORMS)
+        check_choice(qk_norm_scope, "qk_norm_scope", QK_NORM_SCOPES)
         if rope is not None and alibi:
             raise ValueError("use either rope or alibi, not both")
         if rope is not None and not callable(rope):

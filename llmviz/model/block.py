@@ -26,21 +26,23 @@ Shape letters: B batch, T query length, S key length, H heads, C model dim.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
 
 from .._checks import check_choice
 from ..attention.module import MultiHeadAttention
-from ..ffn import make_ffn
-from ..norm import make_norm
-from .config import (
-    FFNS,
-    NORMS,
-    PLACEMENTS,
-    ModelConfig,
-)
+from ..ffn import FFN_KINDS, make_ffn
+from ..norm import MODEL_NORMS, make_norm
 
-__all__ = ["TransformerBlock"]
+if TYPE_CHECKING:  # config imports PLACEMENTS from here
+    from .config import ModelConfig
+
+__all__ = ["TransformerBlock", "PLACEMENTS"]
+
+#: The registry of norm placements a block implements (the table in the module docstring).
+PLACEMENTS = ("pre", "post", "sandwich", "deepnorm", "post_sublayer")
 
 
 class TransformerBlock(nn.Module):
@@ -107,8 +109,8 @@ class TransformerBlock(nn.Module):
     ) -> None:
         super().__init__()
         check_choice(placement, "placement", PLACEMENTS)
-        check_choice(norm, "norm", NORMS)
-        check_choice(ffn, "ffn", FFNS)
+        check_choice(norm, "norm", MODEL_NORMS)
+        check_choice(ffn, "ffn", tuple(FFN_KINDS))
         if placement in ("deepnorm", "post_sublayer") and parallel:
             raise ValueError(
                 f"placement={placement!r} is defined for serial blocks only; use parallel=False"

@@ -14,34 +14,19 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..ffn import glu_hidden_size
+from .._checks import check_choice, check_positive, check_positive_int
+from ..attention.module import QK_NORM_SCOPES, QK_NORMS
+from ..ffn import FFN_ACTIVATIONS, FFN_KINDS, glu_hidden_size
+from ..norm import MODEL_NORMS
+from ..position import POSITIONS
+from ..position.rope import LAYOUTS as ROPE_LAYOUTS
+from .block import PLACEMENTS
 
-__all__ = [
-    "ModelConfig",
-    "POSITIONS",
-    "NORMS",
-    "PLACEMENTS",
-    "FFNS",
-    "ACTIVATIONS",
-    "QK_NORMS",
-    "QK_NORM_SCOPES",
-]
-
-#: Position schemes: added once at the input (learned, sinusoidal) or inside attention (rope, alibi).
-POSITIONS = ("none", "learned", "sinusoidal", "rope", "alibi")
-#: Norm kinds understood by :func:`llmviz.norms.make_norm`.
-NORMS = ("layer", "layer_nobias", "rms", "rms_gemma")
-#: Where the norms sit in a block (see :class:`llmviz.blocks.TransformerBlock`).
-PLACEMENTS = ("pre", "post", "sandwich", "deepnorm", "post_sublayer")
-#: Feed-forward kinds understood by :func:`llmviz.ffn.make_ffn`.
-FFNS = ("mlp", "swiglu", "geglu", "reglu")
-#: Activations: of the plain MLP, or of the gate branch of a GLU (None = the kind's default).
-ACTIVATIONS = (None, "relu", "gelu", "gelu_tanh", "silu", "relu2")
-#: Per-head norm applied to queries and keys before the dot product.
-QK_NORMS = (None, "rms", "layer", "rms_gemma")
-#: What one QK-norm normalises: each head's D features, or the whole H*D projection.
-QK_NORM_SCOPES = ("head", "all")
-_ROPE_LAYOUTS = ("half", "interleaved")
+# The valid kinds live with the code that implements them (one registry per kind):
+# positions llmviz.position.POSITIONS, norms llmviz.norm.MODEL_NORMS, placements
+# llmviz.model.block.PLACEMENTS, feed-forwards llmviz.ffn.FFN_KINDS and FFN_ACTIVATIONS,
+# QK-norms llmviz.attention.module.QK_NORMS (None or a model norm) and QK_NORM_SCOPES.
+__all__ = ["ModelConfig"]
 
 
 @dataclass(frozen=True)
@@ -63,20 +48,20 @@ class ModelConfig:
     d_ff: int | None = None  # hidden width of the feed-forward; None -> 4C (MLP) or 2/3 of 4C (GLU)
     max_seq_len: int = 256  # longest sequence (learned positions have exactly this many rows)
     # --- position -----------------------------------------------------------------------------
-    position: str = "rope"  # one of POSITIONS
+    position: str = "rope"  # one of llmviz.position.POSITIONS
     rope_base: float = 10000.0  # RoPE theta (Llama 2: 1e4, Llama 3: 5e5)
     rope_scaling: Any = None  # llmviz.position.rope.RopeScaling or None (context extension)
     rope_layout: str = "half"  # "half" (GPT-NeoX/Llama, rotate-half) or "interleaved" (GPT-J)
     rotary_dim: int | None = None  # partial rotary: rotate only the first rotary_dim dims of a head
     local_rope_base: float | None = None  # RoPE base of sliding-window layers (Gemma 3: 1e4, global 1e6); None -> rope_base
     # --- normalisation ------------------------------------------------------------------------
-    norm: str = "rms"  # one of NORMS ("rms_gemma" scales by 1 + weight; "layer_nobias": PaLM, OLMo)
+    norm: str = "rms"  # one of llmviz.norm.MODEL_NORMS ("rms_gemma" scales by 1 + weight; "layer_nobias": PaLM, OLMo)
     norm_eps: float = 1e-5  # epsilon inside the square root
-    placement: str = "pre"  # one of PLACEMENTS
+    placement: str = "pre"  # one of llmviz.model.block.PLACEMENTS
     embed_norm: bool = False  # a norm right after the token embedding (BLOOM's stability trick)
     # --- block --------------------------------------------------------------------------------
     parallel: bool = False  # GPT-J/PaLM: y = x + Attn(N(x)) + FFN(N(x)) with one shared norm
-    ffn: str = "swiglu"  # one of FFNS
+    ffn: str = "swiglu"  # one of llmviz.ffn.FFN_KINDS
     activation: str | None = None  # None: the ffn kind's own (mlp gelu, swiglu silu, geglu gelu, reglu relu)
     bias: bool = False  # biases in the feed-forward (and attention, unless attn_bias says otherwise)
     attn_bias: bool | None = None  # biases in q/k/v/o projections; None -> same as bias
@@ -84,9 +69,9 @@ class ModelConfig:
     tie_embeddings: bool = True  # lm_head shares the token-embedding matrix
     embed_scale: bool = False  # multiply token embeddings by sqrt(C) (Gemma)
     # --- attention ----------------------------------------------------------------------------
-    qk_norm: str | None = None  # one of QK_NORMS: norm on q and k before RoPE (OLMo 2, Qwen 3, Gemma 3)
+    qk_norm: str | None = None  # None or one of llmviz.norm.MODEL_NORMS: norm on q and k before RoPE (OLMo 2, Qwen 3, Gemma 3)
     qk_norm_eps: float = 1e-6  # epsilon of the QK-norm
-    qk_norm_scope: str = "head"  # one of QK_NORM_SCOPES: "head" (Qwen 3, Gemma 3) or "all" (OLMo 2)
+    qk_norm_scope: str = "head"  # "head" or "all" (llmviz.attention.module.QK_NORM_SCOPES): "head" (Qwen 3, Gemma 3) or "all" (OLMo 2)
     attn_softcap: float | None = None  # scores -> cap * tanh(scores / cap) (Gemma 2: 50)
     query_pre_attn_scalar: float | None = None  # scores scaled by its -1/2 power (Gemma 2); None: head_dim
     sliding_window: int | None = None  # each query sees at most this many most recent keys
@@ -100,10 +85,10 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "max_seq_len"):
-            _positive_int(getattr(self, name), name)
+            check_positive_int(getattr(self, name), name)
         if self.n_kv_heads is None:
             object.__setattr__(self, "n_kv_heads", self.n_heads)
-        _positive_int(self.n_kv_heads, "n_kv_heads")
+        check_positive_int(self.n_kv_heads, "n_kv_heads")
         if self.n_heads % self.n_kv_heads:
             raise ValueError(
                 f"n_heads ({self.n_heads}) must be divisible by n_kv_heads ({self.n_kv_heads}); "
@@ -116,18 +101,18 @@ class ModelConfig:
                     "or give head_dim explicitly"
                 )
             object.__setattr__(self, "head_dim", self.d_model // self.n_heads)
-        _positive_int(self.head_dim, "head_dim")
-        _choice(self.position, "position", POSITIONS)
-        _choice(self.norm, "norm", NORMS)
-        _choice(self.placement, "placement", PLACEMENTS)
-        _choice(self.ffn, "ffn", FFNS)
-        _choice(self.activation, "activation", ACTIVATIONS)
-        _choice(self.qk_norm, "qk_norm", QK_NORMS)
-        _choice(self.rope_layout, "rope_layout", _ROPE_LAYOUTS)
+        check_positive_int(self.head_dim, "head_dim")
+        check_choice(self.position, "position", POSITIONS)
+        check_choice(self.norm, "norm", MODEL_NORMS)
+        check_choice(self.placement, "placement", PLACEMENTS)
+        check_choice(self.ffn, "ffn", tuple(FFN_KINDS))
+        check_choice(self.activation, "activation", (None, *FFN_ACTIVATIONS))
+        check_choice(self.qk_norm, "qk_norm", QK_NORMS)
+        check_choice(self.rope_layout, "rope_layout", ROPE_LAYOUTS)
         if self.d_ff is None:
             d_ff = 4 * self.d_model if self.ffn == "mlp" else glu_hidden_size(self.d_model, multiple_of=8)
             object.__setattr__(self, "d_ff", d_ff)
-        _positive_int(self.d_ff, "d_ff")
+        check_positive_int(self.d_ff, "d_ff")
         if self.attn_bias is None:
             object.__setattr__(self, "attn_bias", self.bias)
         if self.rotary_dim is not None:
@@ -136,6 +121,7 @@ class ModelConfig:
                     f"rotary_dim ({self.rotary_dim}) only applies to position='rope', "
                     f"got position={self.position!r}"
                 )
+            check_positive_int(self.rotary_dim, "rotary_dim")
             if not (0 < self.rotary_dim <= self.head_dim) or self.rotary_dim % 2:
                 raise ValueError(
                     f"rotary_dim ({self.rotary_dim}) must be even and in (0, head_dim={self.head_dim}]"
@@ -146,16 +132,16 @@ class ModelConfig:
             raise ValueError(
                 f"rope_scaling is set but position={self.position!r}; it only applies to 'rope'"
             )
-        _positive(self.rope_base, "rope_base")
-        _positive(self.norm_eps, "norm_eps")
-        _positive(self.init_std, "init_std")
+        check_positive(self.rope_base, "rope_base")
+        check_positive(self.norm_eps, "norm_eps")
+        check_positive(self.init_std, "init_std")
         for name in ("attn_softcap", "final_softcap", "query_pre_attn_scalar"):
             if getattr(self, name) is not None:
-                _positive(getattr(self, name), name)
+                check_positive(getattr(self, name), name)
         if self.sliding_window is not None:
-            _positive_int(self.sliding_window, "sliding_window")
+            check_positive_int(self.sliding_window, "sliding_window")
         if self.global_every is not None:
-            _positive_int(self.global_every, "global_every")
+            check_positive_int(self.global_every, "global_every")
             if self.sliding_window is None:
                 raise ValueError(
                     f"global_every ({self.global_every}) needs sliding_window: it says which "
@@ -163,8 +149,7 @@ class ModelConfig:
                 )
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        if self.z_loss_weight < 0:
-            raise ValueError(f"z_loss_weight must be >= 0, got {self.z_loss_weight}")
+        check_positive(self.z_loss_weight, "z_loss_weight", allow_zero=True)
         self._check_layer_features()
         if self.placement == "deepnorm" and self.parallel:
             raise ValueError(
@@ -175,10 +160,10 @@ class ModelConfig:
         # per-layer windows, local RoPE base, QK-norm scope, o_proj bias, the OLMo 2 placement
         if self.o_bias is None:
             object.__setattr__(self, "o_bias", self.attn_bias)
-        _choice(self.qk_norm_scope, "qk_norm_scope", QK_NORM_SCOPES)
-        _positive(self.qk_norm_eps, "qk_norm_eps")
+        check_choice(self.qk_norm_scope, "qk_norm_scope", QK_NORM_SCOPES)
+        check_positive(self.qk_norm_eps, "qk_norm_eps")
         if self.local_rope_base is not None:
-            _positive(self.local_rope_base, "local_rope_base")
+            check_positive(self.local_rope_base, "local_rope_base")
             if self.position != "rope":
                 raise ValueError(
                     f"local_rope_base ({self.local_rope_base}) only applies to position='rope', "
@@ -198,7 +183,7 @@ class ModelConfig:
                 )
             for w in windows:
                 if w is not None:
-                    _positive_int(w, "each layer_windows entry")
+                    check_positive_int(w, "each layer_windows entry")
             object.__setattr__(self, "layer_windows", windows)
         if self.placement == "post_sublayer" and self.parallel:
             raise ValueError(
@@ -263,22 +248,3 @@ class ModelConfig:
         base["rope_scaling"] = self.rope_scaling
         base.update(changes)
         return ModelConfig(**base)
-
-
-def _positive_int(value: Any, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
-    if value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value}")
-
-
-def _positive(value: Any, name: str) -> None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-    if value <= 0:
-        raise ValueError(f"{name} must be positive, got {value}")
-
-
-def _choice(value: Any, name: str, choices: tuple) -> None:
-    if value not in choices:
-        raise ValueError(f"{name}={value!r} is not supported; choose one of {choices}")

@@ -210,7 +210,7 @@ def plot_activations(
     """Activation curves (and their derivatives, by autograd) on a shared x grid.
 
     Args:
-        names: activation names from :data:`llmviz.ffn.ACTIVATIONS` (``"swish"`` uses ``beta``).
+        names: activation names from :data:`llmviz.ffn.ACTIVATION_FNS` (``"swish"`` uses ``beta``).
         x_range: input range.
         derivative: add a second panel with d act / dx.
 

@@ -41,7 +41,12 @@ from .sinusoidal import (
     sinusoidal_wavelengths,
 )
 
+#: The registry of position schemes a model can use: added once at the input (``"learned"``,
+#: ``"sinusoidal"``) or inside attention (``"rope"``, ``"alibi"``); ``"none"`` for NoPE.
+POSITIONS = ("none", "learned", "sinusoidal", "rope", "alibi")
+
 __all__ = [
+    "POSITIONS",
     "alibi_bias",
     "alibi_slopes",
     "LearnedPositionalEmbedding",

@@ -37,8 +37,13 @@ def _ids(gen, B=2, T=12, V=256):
         (dict(n_layers=0), ValueError, "n_layers must be a positive int"),
         (dict(d_model=64.0), TypeError, "d_model must be an int"),
         (dict(dropout=1.0), ValueError, r"dropout must be in \[0, 1\)"),
-        (dict(z_loss_weight=-1.0), ValueError, "z_loss_weight must be >= 0"),
+        (dict(z_loss_weight=-1.0), ValueError, "z_loss_weight must be non-negative, got -1.0"),
         (dict(attn_softcap=0.0), ValueError, "attn_softcap must be positive"),
+        (dict(final_softcap=float("inf")), ValueError, "final_softcap must be finite, got inf"),
+        (dict(query_pre_attn_scalar=float("nan")), ValueError, "query_pre_attn_scalar must be finite, got nan"),
+        (dict(z_loss_weight=float("nan")), ValueError, "z_loss_weight must be finite, got nan"),
+        (dict(n_heads=True), TypeError, "n_heads must be an int, got bool True"),
+        (dict(rotary_dim=8.0), TypeError, "rotary_dim must be an int, got float 8.0"),
         (dict(global_every=2), ValueError, "global_every .* needs sliding_window"),
         (dict(rotary_dim=7), ValueError, "rotary_dim .* must be even"),
         (dict(position="alibi", rotary_dim=8), ValueError, "rotary_dim .* only applies to position='rope'"),
@@ -279,6 +284,27 @@ def test_generate_greedy_follows_argmax(gen):
         assert out[0, t] == m(out[:, :t]).logits[0, -1].argmax()
     custom = generate(m, prompt, max_new_tokens=2, sampler=lambda logits: torch.full((1,), 7))
     assert custom[0, 4:].tolist() == [7, 7]
+
+
+def test_config_validates_against_the_owning_registries():
+    from llmviz.attention.module import QK_NORMS
+    from llmviz.ffn import FFN_ACTIVATIONS, FFN_KINDS
+    from llmviz.model.block import PLACEMENTS
+    from llmviz.norm import MODEL_NORMS
+    from llmviz.position import POSITIONS
+
+    assert QK_NORMS == (None, *MODEL_NORMS)  # derived, never listed twice
+    for position in POSITIONS:
+        assert ModelConfig(position=position).position == position
+    for norm in MODEL_NORMS:
+        assert ModelConfig(norm=norm, qk_norm=norm).qk_norm == norm
+    for placement in PLACEMENTS:
+        assert ModelConfig(placement=placement).placement == placement
+    for ffn in FFN_KINDS:
+        for act in FFN_ACTIVATIONS:
+            assert ModelConfig(ffn=ffn, activation=act).activation == act
+    with pytest.raises(ValueError, match=r"norm='batch' is not supported; choose one of \('layer'"):
+        ModelConfig(norm="batch")  # a sequence norm: in the norm registry, not a model norm
 
 
 def test_generate_errors(gen):
