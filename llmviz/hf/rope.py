@@ -2,7 +2,7 @@
 
 transformers 5 keeps every RoPE setting in ``config.rope_parameters``: the base
 (``rope_theta``), the type (``rope_type``: ``"default"``, ``"linear"``, ``"dynamic"``, ``"yarn"``,
-``"llama3"``, ``"longrope"``, ``"proportional"``), its options, and ``partial_rotary_factor``.
+``"llama3"``, ``"proportional"``, ``"longrope"``), its options, and ``partial_rotary_factor``.
 Models whose layer types use different RoPE (Gemma 3) nest one such dict per layer type.
 Older configs carry ``rope_theta`` and ``rope_scaling`` as attributes; both forms are read.
 
@@ -28,12 +28,11 @@ _KEYS = {
     "yarn": {"factor", "original_max_position_embeddings", "attention_factor", "beta_fast",
              "beta_slow", "mscale", "mscale_all_dim", "truncate"},
     "llama3": {"factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"},
+    "proportional": {"factor"},
 }
 _REFUSED = {
     "longrope": "LongRoPE (Phi-3 128k) switches between two per-frequency factor lists by length; "
                 "llmviz.position has no such scaling yet",
-    "proportional": "proportional RoPE (Gemma 4) leaves part of each head unrotated in its own "
-                    "layout; llmviz.position has no such scaling yet",
 }
 
 
@@ -86,6 +85,11 @@ def rope_spec(params: dict[str, Any], *, head_dim: int, max_position_embeddings:
             f"ignore them and compute different positions (known: {sorted(_COMMON | _KEYS[kind])})"
         )
     base = float(params.get("rope_theta", 10000.0))
+    if kind == "proportional":  # its partial_rotary_factor stops the slow pairs over the whole head
+        fraction = params.get("partial_rotary_factor")
+        scaling = RopeScaling("proportional", factor=float(params.get("factor") or 1.0),
+                              rotated_fraction=1.0 if fraction is None else float(fraction))
+        return RopeSpec(base, scaling, None, kind)
     rotary_dim = _rotary_dim(params.get("partial_rotary_factor"), head_dim, allow_partial, where)
     return RopeSpec(base, _scaling(kind, params, max_position_embeddings), rotary_dim, kind)
 

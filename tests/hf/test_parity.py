@@ -74,8 +74,9 @@ def test_features_are_represented(make_hf):
          "mscale": 1.0, "mscale_all_dim": 0.5},
         {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
          "original_max_position_embeddings": 8, "rope_theta": 5e5},
+        {"rope_type": "proportional", "factor": 2.0, "partial_rotary_factor": 0.25, "rope_theta": 1e4},
     ],
-    ids=["default", "linear", "dynamic", "yarn", "yarn-options", "yarn-mscale", "llama3"],
+    ids=["default", "linear", "dynamic", "yarn", "yarn-options", "yarn-mscale", "llama3", "proportional"],
 )
 def test_llama_every_rope_type(rope, make_hf, ids):
     hf = make_hf("llama", rope_parameters=dict(rope), max_position_embeddings=16)

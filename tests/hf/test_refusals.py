@@ -83,15 +83,13 @@ def test_fused_and_shape_mismatches_are_refused(make_hf):
         ({"rope_type": "longrope", "rope_theta": 1e4, "long_factor": [1.0] * 8,
           "short_factor": [1.0] * 8, "original_max_position_embeddings": 32},
          NotImplementedError, "rope_type='longrope' is not supported: LongRoPE"),
-        ({"rope_type": "proportional", "rope_theta": 1e4}, NotImplementedError,
-         "rope_type='proportional' is not supported"),
         ({"rope_type": "wobbly", "rope_theta": 1e4}, ValueError, "unknown rope_type 'wobbly'"),
         ({"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4, "wiggle": 1.0}, ValueError,
          r"keys \['wiggle'\] are not understood for rope_type='linear'"),
         ({"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5},
          NotImplementedError, "partial_rotary_factor=0.5 is not used this way"),
     ],
-    ids=["longrope", "proportional", "unknown", "unknown-key", "partial-on-llama"],
+    ids=["longrope", "unknown", "unknown-key", "partial-on-llama"],
 )
 def test_rope_refusals(rope, error, match, make_hf):
     config = make_hf("llama").config
