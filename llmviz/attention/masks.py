@@ -116,7 +116,14 @@ def padding_mask(attention_mask: torch.Tensor) -> torch.Tensor:
             f"attention_mask must hold integers or bools (1 = keep, 0 = pad), got dtype "
             f"{attention_mask.dtype}; a float additive mask belongs in bias="
         )
-    if attention_mask.dtype != torch.bool and ((attention_mask != 0) & (attention_mask != 1)).any():
+    # Values are checked only where reading them back is free (CPU, eager): on a GPU it would
+    # stall the stream on every forward, under torch.compile it would break the graph.
+    readable = attention_mask.device.type == "cpu" and not torch.compiler.is_compiling()
+    if (
+        readable
+        and attention_mask.dtype != torch.bool
+        and bool(((attention_mask != 0) & (attention_mask != 1)).any())
+    ):
         raise ValueError("attention_mask must contain only 0 (pad) and 1 (keep)")
     return attention_mask.bool()[:, None, None, :]  # (B, 1, 1, S)
 

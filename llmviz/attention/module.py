@@ -195,7 +195,10 @@ class MultiHeadAttention(nn.Module):
         if self.rope is not None:
             if positions is None:
                 positions = torch.arange(offset, offset + T, device=x.device)  # (T,)
-            q, k = self.rope(q, k, positions)
+            if hasattr(self.rope, "cos_sin"):  # a RotaryEmbedding: length from shapes, no read
+                q, k = self.rope(q, k, positions, seq_len=offset + T)
+            else:
+                q, k = self.rope(q, k, positions)
         if cache is not None:
             k, v = cache.update(layer_idx, k, v)  # (B, G, S, D)
         S = k.shape[2]

@@ -169,12 +169,14 @@ class DecoderLM(nn.Module):
         B, T = input_ids.shape
         offset = cache.length(0) if cache is not None else 0
         if positions is None:
+            # checked from shapes (no read of device values); explicit positions are checked
+            # by the learned table itself
+            if c.position == "learned" and offset + T > c.max_seq_len:
+                raise ValueError(
+                    f"position {offset + T - 1} is past max_seq_len ({c.max_seq_len}) of the "
+                    "learned position table; use a shorter input or a larger max_seq_len"
+                )
             positions = torch.arange(offset, offset + T, device=input_ids.device)  # (T,)
-        if c.position == "learned" and int(positions.max()) >= c.max_seq_len:
-            raise ValueError(
-                f"position {int(positions.max())} is past max_seq_len ({c.max_seq_len}) of the "
-                "learned position table; use a shorter input or a larger max_seq_len"
-            )
         x = self.embed_tokens(input_ids)  # (B, T, C)
         if c.embed_scale:
             x = x * torch.tensor(math.sqrt(c.d_model), dtype=x.dtype)

@@ -16,6 +16,16 @@ from .._checks import check_positive_int, check_tensor
 __all__ = ["LearnedPositionalEmbedding"]
 
 
+def _can_read(t: torch.Tensor) -> bool:
+    """Whether checking ``t``'s values is free: a CPU tensor outside ``torch.compile``.
+
+    On an accelerator the read would stall the stream on every forward, and under
+    ``torch.compile`` it would break the graph; there an out-of-range row fails inside the
+    embedding lookup instead (a device-side assert on CUDA).
+    """
+    return t.device.type == "cpu" and not torch.compiler.is_compiling()
+
+
 class LearnedPositionalEmbedding(nn.Module):
     """A trainable (max_positions, C) table looked up by position.
 
@@ -25,7 +35,8 @@ class LearnedPositionalEmbedding(nn.Module):
         init_std: standard deviation of the normal initialisation (0.02, as in GPT-2).
 
     ``forward(positions)``: integer (...,) positions -> (..., C). Raises ``IndexError`` naming
-    the limit when a position is negative or ``>= max_positions``.
+    the limit when a position is negative or ``>= max_positions`` (checked on CPU tensors
+    outside ``torch.compile``; elsewhere reading the values back would stall the device).
     """
 
     def __init__(self, max_positions: int, d_model: int, *, init_std: float = 0.02) -> None:
@@ -42,7 +53,7 @@ class LearnedPositionalEmbedding(nn.Module):
                 f"positions must be integers (a learned table has rows only at whole "
                 f"positions), got dtype {positions.dtype}"
             )
-        if positions.numel():
+        if positions.numel() and _can_read(positions):
             hi, lo = int(positions.max()), int(positions.min())
             if hi >= self.max_positions:
                 raise IndexError(

@@ -248,9 +248,10 @@ def apply_rope(
     check_tensor(x, "x", ndim=(2, 3, 4), floating=True)
     check_choice(layout, "layout", LAYOUTS)
     positions = _positions_for(x, positions)
+    dynamic = scaling is not None and getattr(scaling, "kind", None) == "dynamic"
     inv_freq, factor = rope_frequencies(
         x.shape[-1], base=base, rotary_dim=rotary_dim, scaling=scaling,
-        seq_len=_seq_len(positions), device=x.device,
+        seq_len=_seq_len(positions) if dynamic else None, device=x.device,
     )
     if x.dtype == torch.float64:  # float64 input: float64 angles too (float32 otherwise, like HF)
         inv_freq = inv_freq.double()
@@ -296,9 +297,18 @@ class RotaryEmbedding(nn.Module):
         )
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
-    def frequencies(self, seq_len: int, device: torch.device) -> tuple[torch.Tensor, float]:
-        """inv_freq and attention factor for a forward pass reaching ``seq_len`` positions."""
-        if self.scaling is not None and self.scaling.kind == "dynamic":
+    @property
+    def dynamic(self) -> bool:
+        """Whether the frequencies depend on the length reached (``dynamic`` scaling)."""
+        return self.scaling is not None and self.scaling.kind == "dynamic"
+
+    def frequencies(self, seq_len: int | None, device: torch.device) -> tuple[torch.Tensor, float]:
+        """inv_freq and attention factor for a forward pass reaching ``seq_len`` positions.
+
+        Only ``dynamic`` scaling reads ``seq_len`` (a Python int, so nothing is read back from
+        the device); every other kind returns the stored frequencies.
+        """
+        if self.dynamic and seq_len is not None:
             if seq_len > self.scaling.original_max_position_embeddings:
                 return rope_frequencies(
                     self.head_dim, base=self.base, rotary_dim=self.rotary_dim,
@@ -307,10 +317,22 @@ class RotaryEmbedding(nn.Module):
         return self.inv_freq.to(device), self.attention_factor
 
     def cos_sin(
-        self, positions: torch.Tensor, *, dtype: torch.dtype | None = None
+        self,
+        positions: torch.Tensor,
+        *,
+        dtype: torch.dtype | None = None,
+        seq_len: int | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos/sin tables (T, R) or (B, T, R) for ``positions``; compute once, reuse for q and k."""
-        inv_freq, factor = self.frequencies(_seq_len(positions), positions.device)
+        """cos/sin tables (T, R) or (B, T, R) for ``positions``; compute once, reuse for q and k.
+
+        ``seq_len``: the length this call reaches (cache + T), read by ``dynamic`` scaling only.
+        When it is not given, dynamic scaling takes ``positions.max() + 1``, a read from the
+        device (a stream stall on a GPU, a graph break under ``torch.compile``);
+        :class:`~llmviz.attention.MultiHeadAttention` passes it from shapes.
+        """
+        if self.dynamic and seq_len is None:
+            seq_len = _seq_len(positions)
+        inv_freq, factor = self.frequencies(seq_len, positions.device)
         if dtype == torch.float64:
             inv_freq = inv_freq.double()
         return rope_cos_sin(
@@ -318,9 +340,17 @@ class RotaryEmbedding(nn.Module):
         )
 
     def forward(
-        self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor | None = None
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        positions: torch.Tensor | None = None,
+        *,
+        seq_len: int | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotate q (B, H, T, D) and k (B, G, T, D) at ``positions`` ((T,) or (B, T)).
+
+        ``seq_len`` (cache + T) sizes ``dynamic`` scaling without a device read; see
+        :meth:`cos_sin`.
 
         Returns:
             ``(q, k)`` rotated, shapes and dtypes unchanged.
@@ -338,7 +368,7 @@ class RotaryEmbedding(nn.Module):
                 "appending them to the cache, with the same positions as the queries"
             )
         positions = _positions_for(q, positions)
-        cos, sin = self.cos_sin(positions, dtype=q.dtype)
+        cos, sin = self.cos_sin(positions, dtype=q.dtype, seq_len=seq_len)
         return (
             apply_rotary(q, cos, sin, layout=self.layout),
             apply_rotary(k, cos, sin, layout=self.layout),
