@@ -221,7 +221,7 @@ def _gemma3_text(c: Any) -> dict[str, Any]:
 
 
 def _gpt2(c: Any) -> dict[str, Any]:
-    _require(c, "scale_attn_by_inverse_layer_idx", (False, None), "Mistral-style per-layer scaling")
+    _require(c, "scale_attn_by_inverse_layer_idx", (False, None), "scores divided by layer index + 1; llmviz has no per-layer score scale")
     _require(c, "add_cross_attention", (False, None), "llmviz models are decoder-only")
     return dict(
         vocab_size=c.vocab_size, d_model=c.n_embd, n_layers=c.n_layer, n_heads=c.n_head,
