@@ -27,7 +27,7 @@ import torch
 
 from .._checks import check_choice
 
-__all__ = ["SCALING_KINDS", "HF_ROPE_TYPES", "RopeScaling", "scaled_frequencies"]
+__all__ = ["HF_ROPE_TYPES", "SCALING_KINDS", "RopeScaling", "scaled_frequencies"]
 
 SCALING_KINDS = ("linear", "ntk", "dynamic", "yarn", "llama3", "proportional")
 _NEEDS_ORIGINAL = ("dynamic", "yarn", "llama3")
@@ -152,14 +152,15 @@ class RopeScaling:
             fraction = params.get("partial_rotary_factor")
             return cls(kind, factor=float(kw.get("factor", 1.0)),
                        rotated_fraction=1.0 if fraction is None else float(fraction))
-        if kind in _NEEDS_ORIGINAL:
-            if kind == "dynamic" or "original_max_position_embeddings" not in kw:
-                if max_pos is None:
-                    raise ValueError(
-                        f"rope_type {kind!r} needs max_position_embeddings (the config's field); "
-                        "pass the config itself or max_position_embeddings=..."
-                    )
-                kw["original_max_position_embeddings"] = int(max_pos)
+        # dynamic: always the config's length; yarn, llama3: only when the dict has none
+        if kind == "dynamic" or (kind in _NEEDS_ORIGINAL
+                                 and "original_max_position_embeddings" not in kw):
+            if max_pos is None:
+                raise ValueError(
+                    f"rope_type {kind!r} needs max_position_embeddings (the config's field); "
+                    "pass the config itself or max_position_embeddings=..."
+                )
+            kw["original_max_position_embeddings"] = int(max_pos)
         if kind != "yarn" and "factor" not in kw:
             raise ValueError(f"rope_type {kind!r} needs a factor, got keys {sorted(params)}")
         if kind == "yarn":
