@@ -70,9 +70,11 @@ class MultiHeadAttention(nn.Module):
         dropout: dropout on attention weights in training mode.
         causal: apply the causal mask.
 
-    ``forward(x, *, mask, bias, positions, cache, layer_idx, return_weights)``: x ``(B, T, C)``;
-    mask bool broadcastable to ``(B, H, T, S)`` (True = may attend), e.g. from
-    :func:`llmviz.masks.padding_mask`; positions ``(T,)`` or ``(B, T)``, default
+    ``forward(x, *, mask, score_bias, positions, cache, layer_idx, return_weights)``: x
+    ``(B, T, C)``; mask bool broadcastable to ``(B, H, T, S)`` (True = may attend), e.g. from
+    :func:`llmviz.masks.padding_mask`; score_bias float broadcastable to ``(B, H, T, S)``, added
+    to the scores (ALiBi, a T5 relative bias; the constructor's ``bias`` is the projections');
+    positions ``(T,)`` or ``(B, T)``, default
     ``cache offset + arange(T)``. Returns ``(B, T, C)`` or ``(out, weights (B, H, T, S))``.
     """
 
@@ -172,7 +174,7 @@ class MultiHeadAttention(nn.Module):
         x: torch.Tensor,
         *,
         mask: torch.Tensor | None = None,
-        bias: torch.Tensor | None = None,
+        score_bias: torch.Tensor | None = None,
         positions: torch.Tensor | None = None,
         cache=None,
         layer_idx: int = 0,
@@ -216,9 +218,9 @@ class MultiHeadAttention(nn.Module):
         mask = combine_masks(structural, mask)
         if self.alibi:
             ab = self._alibi(T, S, x.device, q.dtype)
-            bias = ab if bias is None else bias + ab
+            score_bias = ab if score_bias is None else score_bias + ab
         result = scaled_dot_product_attention(
-            q, k, v, mask=mask, bias=bias, scale=self.scale, softcap=self.softcap,
+            q, k, v, mask=mask, bias=score_bias, scale=self.scale, softcap=self.softcap,
             dropout_p=self.dropout if self.training else 0.0, return_weights=return_weights,
             is_causal=is_causal,
         )

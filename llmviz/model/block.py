@@ -161,7 +161,7 @@ class TransformerBlock(nn.Module):
         x: torch.Tensor,
         *,
         mask: torch.Tensor | None = None,
-        bias: torch.Tensor | None = None,
+        score_bias: torch.Tensor | None = None,
         positions: torch.Tensor | None = None,
         cache=None,
         layer_idx: int = 0,
@@ -169,10 +169,12 @@ class TransformerBlock(nn.Module):
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """``x (B, T, C) -> (B, T, C)``, or ``(out, weights (B, H, T, S))`` if asked.
 
-        ``mask`` (bool, True = may attend), ``bias``, ``positions``, ``cache`` and
-        ``layer_idx`` are passed to :class:`llmviz.attention.MultiHeadAttention`.
+        ``mask`` (bool, True = may attend), ``score_bias`` (float, added to the scores),
+        ``positions``, ``cache`` and ``layer_idx`` are passed to
+        :class:`llmviz.attention.MultiHeadAttention`.
         """
-        kw = {"mask": mask, "bias": bias, "positions": positions, "cache": cache, "layer_idx": layer_idx}
+        kw = {"mask": mask, "score_bias": score_bias, "positions": positions, "cache": cache,
+              "layer_idx": layer_idx}
         p = self.placement
         if self.parallel:
             h = x if p == "post" else self.attn_norm(x)

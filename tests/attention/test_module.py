@@ -357,7 +357,7 @@ def test_alibi_module_uses_position_package():
     plain = copy.deepcopy(m)
     plain.alibi = False
     bias = alibi.alibi_bias(6, slopes=alibi.alibi_slopes(4))
-    _, w2 = plain(x, bias=bias, return_weights=True)
+    _, w2 = plain(x, score_bias=bias, return_weights=True)
     torch.testing.assert_close(w, w2)
     cache = KVCache()
     steps = [m(x[:, :3], cache=cache)] + [m(x[:, t : t + 1], cache=cache) for t in range(3, 6)]
