@@ -25,10 +25,27 @@ from __future__ import annotations
 from .anatomy import Anatomy, LayerAnatomy, anatomy
 from .capture import AttentionMaps, capture_attention, kv_groups
 from .config import REFUSED, SUPPORTED, config_from_hf
-from .load import config_from_hf_gpt2, config_from_hf_llama, from_hf, from_hf_gpt2, from_hf_llama
+from .load import (
+    config_from_hf_gpt2,
+    config_from_hf_llama,
+    from_hf,
+    from_hf_gpt2,
+    from_hf_llama,
+)
 
 __all__ = [
-    "from_hf", "config_from_hf", "anatomy", "Anatomy", "LayerAnatomy", "capture_attention",
-    "AttentionMaps", "kv_groups", "SUPPORTED", "REFUSED",
-    "from_hf_llama", "from_hf_gpt2", "config_from_hf_llama", "config_from_hf_gpt2",
+    "REFUSED",
+    "SUPPORTED",
+    "Anatomy",
+    "AttentionMaps",
+    "LayerAnatomy",
+    "anatomy",
+    "capture_attention",
+    "config_from_hf",
+    "config_from_hf_gpt2",
+    "config_from_hf_llama",
+    "from_hf",
+    "from_hf_gpt2",
+    "from_hf_llama",
+    "kv_groups",
 ]

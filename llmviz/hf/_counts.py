@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["LayerAnatomy", "read_architecture", "ANATOMY_FAMILIES"]
+__all__ = ["ANATOMY_FAMILIES", "LayerAnatomy", "read_architecture"]
 
 
 @dataclass(frozen=True)
@@ -218,7 +218,7 @@ def _deepseek_v3(c: Any) -> tuple[_Arch, list[LayerAnatomy], int]:
 
 
 def _gpt2(c: Any) -> tuple[_Arch, list[LayerAnatomy], int]:
-    C, H, V = c.n_embd, c.n_head, c.vocab_size
+    C, V = c.n_embd, c.vocab_size
     F = _g(c, "n_inner", 4 * C)
     per = 4 * C * C + 4 * C + 2 * C * F + F + C + 4 * C
     arch = _Arch(norm="layer", placement="pre", ffn="mlp", activation=c.activation_function,

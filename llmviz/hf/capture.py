@@ -57,7 +57,7 @@ class AttentionMaps(list):
 def _heads(config: Any) -> tuple[int, int]:
     n_heads = getattr(config, "num_attention_heads", None) or getattr(config, "n_head", None)
     if not isinstance(n_heads, int):
-        raise ValueError(
+        raise TypeError(
             f"cannot tell the number of heads of {type(config).__name__}; it has neither "
             "num_attention_heads nor n_head"
         )

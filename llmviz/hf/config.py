@@ -11,12 +11,13 @@ Families: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, olmo2, phi3,
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..model.config import ModelConfig
 from .rope import rope_parameters_of, rope_spec
 
-__all__ = ["SUPPORTED", "REFUSED", "config_from_hf", "family_of"]
+__all__ = ["REFUSED", "SUPPORTED", "config_from_hf", "family_of"]
 
 #: model_type -> why llmviz cannot load it yet (these arrive with the Part V components).
 REFUSED = {

@@ -21,7 +21,7 @@ from ..model.lm import DecoderLM
 from .config import config_from_hf, family_of
 from .weights import load_checkpoint, state_dict_of
 
-__all__ = ["from_hf", "from_hf_llama", "from_hf_gpt2", "config_from_hf_llama", "config_from_hf_gpt2"]
+__all__ = ["config_from_hf_gpt2", "config_from_hf_llama", "from_hf", "from_hf_gpt2", "from_hf_llama"]
 
 
 def from_hf(

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..position.rope_scaling import RopeScaling
 
-__all__ = ["RopeSpec", "rope_spec", "rope_parameters_of"]
+__all__ = ["RopeSpec", "rope_parameters_of", "rope_spec"]
 
 _COMMON = {"rope_type", "type", "rope_theta", "partial_rotary_factor"}
 _KEYS = {

@@ -25,15 +25,16 @@ Shapes: ``qkv_proj`` is ``(H*D + 2*G*D, C)``, ``gate_up_proj`` ``(2*F, C)``, GPT
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 
 from ..model.config import ModelConfig
 from ..model.lm import DecoderLM
 
-__all__ = ["Source", "plan_for", "load_checkpoint", "state_dict_of"]
+__all__ = ["Source", "load_checkpoint", "plan_for", "state_dict_of"]
 
 _NORM_NAMES = {  # placement -> {HF norm name: llmviz norm name}
     "pre": {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm"},
@@ -123,7 +124,7 @@ def _gpt2_source(key: str, c: ModelConfig) -> Source:
 
 
 def _strip_prefix(sd: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
-    return {k[len(prefix):] if k.startswith(prefix) else k: v for k, v in sd.items()}
+    return {k.removeprefix(prefix): v for k, v in sd.items()}
 
 
 def _take(sd: dict[str, torch.Tensor], src: Source) -> torch.Tensor:

@@ -7,12 +7,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import pytest
+import torch
 
-from llmviz.hf import AttentionMaps, capture_attention, from_hf, kv_groups  # noqa: E402
+from llmviz.hf import AttentionMaps, capture_attention, from_hf, kv_groups
 
-from .conftest import FAMILIES  # noqa: E402
+from .conftest import FAMILIES
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
