@@ -28,6 +28,8 @@ from typing import Any, Callable, Mapping, Sequence
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from ._render import SLIDER_JS, format_value, make_widget, unflatten
+
 __all__ = ["Control", "Frame", "Explorer", "face", "MAX_STATIC_FRAMES"]
 
 #: Upper bound on the static grid (product of the controls' value counts): page weight.
@@ -230,7 +232,7 @@ class Explorer:
             ranges.append([start, len(fig.data)])
             layouts.append(frame.layout)
             if i == default_idx and frame.layout:
-                fig.update_layout(_unflatten(frame.layout))
+                fig.update_layout(unflatten(frame.layout))
         sliders = []
         for k, c in enumerate(self.controls):
             sliders.append(
@@ -242,7 +244,7 @@ class Explorer:
                     "len": 0.9,
                     "x": 0.05,
                     "steps": [
-                        {"label": _fmt(v), "method": "skip", "args": [None]} for v in c.values
+                        {"label": format_value(v), "method": "skip", "args": [None]} for v in c.values
                     ],
                 }
             )
@@ -260,7 +262,7 @@ class Explorer:
     def static_html(self) -> str:
         """HTML for the static face (plotly.js itself is not included: the site serves it)."""
         fig, spec = self.static_figure()
-        script = _SLIDER_JS.replace("__SPEC__", json.dumps(spec))
+        script = SLIDER_JS.replace("__SPEC__", json.dumps(spec))
         return pio.to_html(
             fig,
             include_plotlyjs=False,
@@ -278,7 +280,7 @@ class Explorer:
         start = time.perf_counter()
         first = self.frame()
         slow = time.perf_counter() - start > 0.05
-        controls = {c.name: _widget(c, widgets, continuous=not slow) for c in self.controls}
+        controls = {c.name: make_widget(c, widgets, continuous=not slow) for c in self.controls}
         out = widgets.Output()
 
         def redraw(*_: Any) -> None:
@@ -289,7 +291,7 @@ class Explorer:
             base = self._base_layout()
             fig.update_layout(margin={"b": 60}, height=base["height"] - 50 * len(self.controls))
             if frame.layout:
-                fig.update_layout(_unflatten(frame.layout))
+                fig.update_layout(unflatten(frame.layout))
             with out:
                 out.clear_output(wait=True)
                 display(fig)
@@ -312,63 +314,3 @@ class Explorer:
     def __repr__(self) -> str:
         ctrls = ", ".join(f"{c.name}={list(c.values)}" for c in self.controls)
         return f"Explorer({getattr(self.fn, '__name__', 'fn')}; {ctrls})"
-
-
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:g}"
-    return str(v)
-
-
-def _unflatten(flat: Mapping[str, Any]) -> dict:
-    """``{"title.text": "x"}`` -> ``{"title": {"text": "x"}}`` for ``update_layout``."""
-    out: dict = {}
-    for key, value in flat.items():
-        parts = key.split(".")
-        node = out
-        for p in parts[:-1]:
-            node = node.setdefault(p, {})
-        node[parts[-1]] = value
-    return out
-
-
-def _widget(c: Control, widgets, *, continuous: bool):
-    values = c.values
-    common = {"description": c.text, "continuous_update": continuous,
-              "style": {"description_width": "initial"}}
-    if c.live is not None:
-        lo, hi, step = c.live
-        cls = widgets.IntSlider if all(isinstance(v, int) for v in c.live) else widgets.FloatSlider
-        return cls(value=c.default, min=lo, max=hi, step=step, **common)
-    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
-    if numeric:
-        return widgets.SelectionSlider(
-            options=[(_fmt(v), v) for v in values], value=c.default, **common
-        )
-    return widgets.Dropdown(
-        options=[(_fmt(v), v) for v in values], value=c.default,
-        description=c.text, style={"description_width": "initial"},
-    )
-
-
-# The static face's script: several plotly sliders select one frame of the joint grid.
-_SLIDER_JS = """
-(function () {
-  var gd = document.getElementById('{plot_id}');
-  var spec = __SPEC__;
-  var state = spec.state.slice();
-  gd.on('plotly_sliderchange', function (ev) {
-    var k = spec.names.indexOf(ev.slider.name);
-    if (k < 0) { return; }
-    state[k] = ev.step._index;
-    var idx = 0;
-    for (var j = 0; j < state.length; j++) { idx += state[j] * spec.strides[j]; }
-    var vis = new Array(spec.n_traces).fill(false);
-    for (var t = spec.ranges[idx][0]; t < spec.ranges[idx][1]; t++) { vis[t] = true; }
-    Plotly.restyle(gd, {visible: vis});
-    if (Object.keys(spec.layouts[idx]).length) { Plotly.relayout(gd, spec.layouts[idx]); }
-    gd.setAttribute('data-llmviz-frame', String(idx));
-  });
-  gd.setAttribute('data-llmviz-explorer', '1');
-})();
-"""
