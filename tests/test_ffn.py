@@ -178,41 +178,6 @@ def test_errors():
         MLP(8, 32)(torch.ones(2, 8, dtype=torch.long))
 
 
-# ----------------------------------------------------------------------------- plots/explorer
-def test_activation_plot_has_curves_and_derivatives():
-    import matplotlib
-    import numpy as np
-
-    matplotlib.use("Agg")
-    from llmviz.plots.norms import plot_activations
-
-    fig = plot_activations(("relu", "silu", "swish"), beta=2.0, x_range=(-3, 3))
-    value_ax, slope_ax = fig.axes
-    curves = [ln for ln in value_ax.lines if not ln.get_label().startswith("_")]
-    slopes = [ln for ln in slope_ax.lines if not ln.get_label().startswith("_")]
-    assert len(curves) == 3 and len(slopes) == 3
-    x = curves[1].get_xdata()
-    np.testing.assert_allclose(curves[1].get_ydata(), x / (1 + np.exp(-x)), rtol=1e-6)
-    # derivative of ReLU is the step function
-    np.testing.assert_allclose(slopes[0].get_ydata()[x > 0.01], 1.0)
-    assert len(plot_activations(("gelu",), derivative=False).axes) == 1
-
-
-def test_activation_explorer():
-    import numpy as np
-
-    from llmviz.explore.norms import activation_explorer
-
-    ex = activation_explorer()
-    frames = [ex.frame(beta=b) for b in (0.1, 1.0, 10.0)]
-    assert {len(f.traces) for f in frames} == {6}
-    swish_vals = [np.asarray(f.traces[4].y) for f in frames]
-    x = np.asarray(frames[0].traces[4].x)
-    np.testing.assert_allclose(swish_vals[1], x / (1 + np.exp(-x)), rtol=1e-5, atol=1e-6)
-    assert np.abs(swish_vals[2] - np.maximum(x, 0)).max() < 0.03  # large beta ~ ReLU
-    assert "minimum" in frames[0].layout["title.text"]
-
-
 # ----------------------------------------------------------------------------- activation_curve
 def test_activation_curve_slopes_match_closed_forms():
     from llmviz.ffn import activation_curve

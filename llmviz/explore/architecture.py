@@ -19,9 +19,11 @@ import plotly.graph_objects as go
 import torch
 
 from ..analysis.parameters import count_parameters, flops_per_token, kv_cache_bytes_for
+from ..attention.metrics import row_entropy
 from ..model.config import ModelConfig
+from ..model.presets import llama2
 from ..model.sampling import filtered_probs
-from ..plots._style import PALETTE
+from ..plots import PALETTE
 from ._core import Control, Explorer, Frame
 
 __all__ = [
@@ -55,7 +57,7 @@ def architecture_frame(
     gib = [kv_cache_bytes_for(c, t) / 2**30 for t in _CONTEXTS]
     line = go.Scatter(x=_CONTEXTS, y=gib, mode="lines+markers", xaxis="x2", yaxis="y2",
                       line={"color": PALETTE[3]}, name=f"{kv}, G={c.n_kv_heads}")
-    ref = _config(32, 4096, 32, "MHA", 32000)
+    ref = llama2("7b")
     ref_line = go.Scatter(x=_CONTEXTS, y=[kv_cache_bytes_for(ref, t) / 2**30 for t in _CONTEXTS],
                           mode="lines", xaxis="x2", yaxis="y2", name="Llama-2-7B shape (MHA)",
                           line={"color": "#999", "dash": "dot"})
@@ -119,7 +121,7 @@ def sampling_frame(
         go.Bar(x=names[:n], y=probs[:n].tolist(), name="sampled from", marker={"color": PALETTE[0]}),
     ]
     title = (f"{kept} of {len(names)} tokens kept · they held {mass:.0%} of the model's mass · "
-             f"entropy {float(-(probs[probs > 0] * probs[probs > 0].log()).sum()):.2f} nats")
+             f"entropy {float(row_entropy(probs)):.2f} nats")
     return Frame(traces=traces, layout={"title.text": title})
 
 

@@ -4,8 +4,8 @@
   score matrix -> the attention rows and their entropy.
 * :func:`heads_explorer`: number of heads at fixed d_model -> every head's map of one layer.
 * :func:`weights_explorer`: layer/head picker over weights you computed (e.g. a trained model).
-* :func:`kv_cache_explorer`: kv heads and context length -> KV-cache memory of a Llama-2-7B-
-  shaped model.
+* :func:`kv_cache_explorer`: kv heads and context length -> KV-cache memory of Llama 2 7B's
+  shape (:func:`llmviz.model.presets.llama2`) with fewer kv heads.
 * :func:`tiling_explorer`: tile size and causality -> which tiles of the score matrix tiled
   (FlashAttention-style) attention computes, skips or masks, and the memory it needs.
 
@@ -22,9 +22,13 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 
-from ..attention.metrics import head_metrics
+from ..analysis.parameters import kv_cache_bytes
+from ..attention.masks import query_positions
+from ..attention.metrics import head_metrics, row_entropy
 from ..attention.module import MultiHeadAttention, attention_weights
-from ..plots._style import PALETTE, PLOTLY_SEQUENTIAL
+from ..attention.tiled import tile_map, tiled_attention
+from ..model.presets import llama2
+from ..plots import PALETTE, PLOTLY_SEQUENTIAL
 from ._core import Control, Explorer, Frame
 
 __all__ = [
@@ -42,10 +46,6 @@ __all__ = [
 _T = 8  # tokens in the toy score matrices
 
 
-def _entropy(w: torch.Tensor) -> torch.Tensor:
-    return -(w * w.clamp_min(1e-30).log()).sum(-1)
-
-
 # ----------------------------------------------------------------------------- temperature
 def temperature_frame(temperature: float = 1.0, d: int = 64, scaled: bool = True) -> Frame:
     """One frame (pure): random q, k of head dim ``d`` -> weights ``softmax(q k^T * s / temperature)``.
@@ -58,7 +58,7 @@ def temperature_frame(temperature: float = 1.0, d: int = 64, scaled: bool = True
     k = torch.randn(1, 1, _T, d, generator=g)
     s = (1.0 / math.sqrt(d) if scaled else 1.0) / temperature
     w = attention_weights(q, k, scale=s)[0, 0]  # (T, T)
-    ent = _entropy(w).mean() / math.log(_T)
+    ent = row_entropy(w).mean() / math.log(_T)
     heat = go.Heatmap(z=np.round(w.numpy(), 4), zmin=0, zmax=1, colorscale=PLOTLY_SEQUENTIAL, xaxis="x", yaxis="y",
                       colorbar={"title": {"text": "weight"}, "x": 0.46})
     bar = go.Bar(x=list(range(_T)), y=w[-1].numpy(), marker_color=PALETTE[0], xaxis="x2", yaxis="y2",
@@ -175,7 +175,7 @@ def weights_explorer(
     top = max(float(m.max()) for m in maps)
     T, S = maps[0].shape[-2:]
     x = list(range(S)) if tokens is None else [f"{i}:{t}" for i, t in enumerate(tokens)]
-    y = x[S - T:]
+    y = [x[i] for i in query_positions(T, S).tolist()]  # queries: the last T keys
 
     def frame(layer: int, head: int) -> Frame:
         w = np.round(maps[layer][head].numpy(), 4)
@@ -193,22 +193,22 @@ def weights_explorer(
 
 # ----------------------------------------------------------------------------- KV cache
 _CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768)
+_LLAMA2_7B = llama2("7b")  # 32 layers, 32 query heads of head_dim 128
 
 
 def kv_cache_frame(n_kv_heads: int = 32, context: int = 4096, batch: int = 1) -> Frame:
-    """One frame (pure): fp16 KV cache of a Llama-2-7B shape (32 layers, 32 query heads,
-    head_dim 128) with ``n_kv_heads`` kv heads, against context length."""
-    from ..analysis.parameters import kv_cache_bytes
-
+    """One frame (pure): fp16 KV cache of Llama 2 7B's shape (:func:`llmviz.model.presets.llama2`)
+    with ``n_kv_heads`` kv heads, against context length."""
+    shape = {"n_layers": _LLAMA2_7B.n_layers, "head_dim": _LLAMA2_7B.head_dim, "batch": batch}
     gib = 2.0 ** 30
     xs = list(_CONTEXTS)
-    ours = [kv_cache_bytes(n_layers=32, n_kv_heads=n_kv_heads, head_dim=128, seq_len=t, batch=batch) / gib
-            for t in xs]
-    mha = [kv_cache_bytes(n_layers=32, n_kv_heads=32, head_dim=128, seq_len=t, batch=batch) / gib for t in xs]
-    now = kv_cache_bytes(n_layers=32, n_kv_heads=n_kv_heads, head_dim=128, seq_len=context, batch=batch) / gib
+    ours = [kv_cache_bytes(n_kv_heads=n_kv_heads, seq_len=t, **shape) / gib for t in xs]
+    mha = [kv_cache_bytes(n_kv_heads=_LLAMA2_7B.n_heads, seq_len=t, **shape) / gib for t in xs]
+    now = kv_cache_bytes(n_kv_heads=n_kv_heads, seq_len=context, **shape) / gib
     return Frame(
         traces=[
-            go.Scatter(x=xs, y=mha, name="MHA (32 kv heads)", line={"color": PALETTE[7], "dash": "dot"}),
+            go.Scatter(x=xs, y=mha, name=f"MHA ({_LLAMA2_7B.n_heads} kv heads)",
+                       line={"color": PALETTE[7], "dash": "dot"}),
             go.Scatter(x=xs, y=ours, name=f"{n_kv_heads} kv heads", line={"color": PALETTE[0]}),
             go.Scatter(x=[context], y=[now], mode="markers", marker={"size": 12, "color": PALETTE[3]},
                        name="selected context"),
@@ -219,7 +219,7 @@ def kv_cache_frame(n_kv_heads: int = 32, context: int = 4096, batch: int = 1) ->
 
 
 def kv_cache_explorer() -> Explorer:
-    """kv heads, context and batch -> KV-cache memory of a Llama-2-7B-shaped model."""
+    """kv heads, context and batch -> KV-cache memory of Llama 2 7B's shape."""
     return Explorer(
         kv_cache_frame,
         [
@@ -243,20 +243,11 @@ def tiling_frame(block: int = 16, causal: bool = True) -> Frame:
     """One frame (pure): the (T, T) score matrix split into ``block`` x ``block`` tiles.
 
     Colour: 0 = skipped (entirely above the diagonal), 1 = computed with a partial mask
-    (the diagonal tiles), 2 = computed in full. Numbers come from
-    :func:`llmviz.attention_tiled.tiled_attention` run on a small input.
+    (the diagonal tiles), 2 = computed in full: :func:`llmviz.attention.tiled.tile_map`. The
+    counts come from :func:`llmviz.attention.tiled.tiled_attention` run on a small input.
     """
-    from ..attention.tiled import tiled_attention
-
     n = math.ceil(_T_TILE / block)
-    status = np.full((n, n), 2.0)
-    if causal:
-        for i in range(n):
-            for j in range(n):
-                if j * block > min((i + 1) * block, _T_TILE) - 1:
-                    status[i, j] = 0.0
-                elif (j + 1) * block - 1 > i * block:
-                    status[i, j] = 1.0
+    status = tile_map(_T_TILE, block_q=block, block_k=block, causal=causal).double().numpy()
     g = torch.Generator().manual_seed(0)
     q = torch.randn(1, 1, _T_TILE, 8, generator=g)  # (B, H, T, D)
     _, stats = tiled_attention(q, q, q, causal=causal, block_q=block, block_k=block, return_stats=True)

@@ -14,14 +14,18 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 
-from ..ffn import gelu, relu, swish
+# depth_profiles is also imported from here by chapter 11 until it imports llmviz.analysis.
+from ..analysis.profiles import depth_profiles
+from ..ffn import activation_curve, gelu, relu, swish
+from ..model.config import ModelConfig
+from ..model.lm import DecoderLM
 from ..norm import batch_norm, layer_norm, rms_norm
-from ..plots._style import PALETTE
+from ..plots import PALETTE
 from ._core import Control, Explorer, Frame
 
 __all__ = [
     "norm_explorer", "norm_frame", "activation_explorer", "activation_frame",
-    "depth_profiles", "placement_explorer", "placement_frame",
+    "placement_explorer", "placement_frame",
 ]
 
 _T, _C, _STD = 256, 64, 0.1  # tokens, features, input scale
@@ -109,13 +113,6 @@ def norm_explorer() -> Explorer:
 _X = torch.linspace(-5.0, 5.0, 201)
 
 
-def _curve_and_slope(fn, x: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-    x = x.clone().requires_grad_(True)
-    y = fn(x)
-    (g,) = torch.autograd.grad(y.sum(), x)
-    return y.detach().numpy(), g.numpy()
-
-
 def activation_frame(beta: float = 1.0) -> Frame:
     """One explorer frame (pure): Swish(beta) with ReLU and GELU, values and derivatives."""
     xs = _X.numpy()
@@ -125,13 +122,12 @@ def activation_frame(beta: float = 1.0) -> Frame:
         ("GELU", gelu, PALETTE[2], "dash"),
         (f"Swish β={beta:g}", lambda x: swish(x, beta), PALETTE[3], "solid"),
     ):
-        y, g = _curve_and_slope(fn, _X)
+        y, g = (v.numpy() for v in activation_curve(fn, _X))
         traces.append(go.Scatter(x=xs, y=y, name=name, line={"color": color, "dash": dash},
                                  xaxis="x", yaxis="y", legendgroup=name))
         traces.append(go.Scatter(x=xs, y=g, name=name, line={"color": color, "dash": dash},
                                  xaxis="x2", yaxis="y2", legendgroup=name, showlegend=False))
-    y, _ = _curve_and_slope(lambda x: swish(x, beta), _X)
-    min_val = float(y.min())
+    min_val = float(y.min())  # y: the last curve drawn, Swish
     return Frame(traces=traces, layout={
         "title.text": f"Swish(x) = x·sigmoid({beta:g}·x): minimum {min_val:.3f}"})
 
@@ -152,45 +148,13 @@ def activation_explorer() -> Explorer:
     )
 
 
-# ----------------------------------------------------------------------------- depth profiles
-def depth_profiles(model, input_ids) -> dict:
-    """Per-layer gradient norm and residual-stream RMS of a :class:`~llmviz.models.DecoderLM`.
-
-    One forward and backward pass of the next-token loss on ``input_ids`` ``(B, T)``; the
-    model's parameters' ``.grad`` are overwritten.
-
-    Returns:
-        ``{"grad_norm": [...], "residual_rms": [...]}``, one entry per block:
-        the L2 norm of the gradient of all the block's parameters, and the RMS of the block's
-        output (the residual stream after it).
-    """
-    rms: list[float] = []
-    hooks = [layer.register_forward_hook(
-        lambda _m, _i, out: rms.append(float((out[0] if isinstance(out, tuple) else out).detach().pow(2).mean().sqrt())))
-        for layer in model.layers]
-    try:
-        model.zero_grad(set_to_none=True)
-        out = model(input_ids, labels=input_ids)
-        out.loss.backward()
-    finally:
-        for h in hooks:
-            h.remove()
-    grads = []
-    for layer in model.layers:
-        sq = sum(float(p.grad.pow(2).sum()) for p in layer.parameters() if p.grad is not None)
-        grads.append(sq**0.5)
-    return {"grad_norm": grads, "residual_rms": rms}
-
-
+# ----------------------------------------------------------------------------- placement
 _PLACEMENT_COLORS = {"post": PALETTE[3], "pre": PALETTE[0], "sandwich": PALETTE[2], "deepnorm": PALETTE[4]}
 
 
 def placement_frame(placement: str = "pre", n_layers: int = 12) -> Frame:
     """One explorer frame (pure): a freshly initialised model's per-layer gradient norm and
-    residual-stream RMS for one norm placement and depth."""
-    from ..model.config import ModelConfig
-    from ..model.lm import DecoderLM
-
+    residual-stream RMS for one norm placement and depth (:func:`llmviz.analysis.depth_profiles`)."""
     with torch.random.fork_rng():  # seed a copy of the RNG: the caller's state is untouched
         torch.manual_seed(0)
         cfg = ModelConfig(d_model=32, n_heads=4, n_layers=n_layers, max_seq_len=32,

@@ -22,7 +22,8 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 
-from ..plots._style import PALETTE
+from ..attention.metrics import mass_by_distance
+from ..plots import PALETTE
 from ..position.alibi import alibi_bias, alibi_slopes
 from ..position.relative import t5_relative_bucket
 from ..position.rope import (
@@ -185,8 +186,8 @@ def alibi_frame(n_heads: int = 8, head: int = 0) -> Frame:
     of the last query over distance, with equal content scores everywhere."""
     head = min(head, n_heads - 1)
     slopes = alibi_slopes(n_heads)
-    bias = alibi_bias(1, _ALIBI_T, slopes=slopes)[:, 0]  # (H, S): last query row
-    weights = _f32(bias.softmax(-1).flip(-1).numpy())  # (H, S), distance 0 first
+    bias = alibi_bias(1, _ALIBI_T, slopes=slopes)  # (H, 1, S): the last query's row
+    weights = _f32(mass_by_distance(bias.softmax(-1)).numpy())  # (H, S), distance 0 first
     mass = np.cumsum(weights[head])
     span90 = int(np.searchsorted(mass, 0.9))
     colours = [PALETTE[3] if h == head else PALETTE[0] for h in range(_MAX_HEADS)]

@@ -1,8 +1,17 @@
-"""llmviz figures: matplotlib/seaborn (axes-level: ``ax=None`` in, ``Axes`` out) and plotly."""
+"""llmviz figures: matplotlib/seaborn (axes-level: ``ax=None`` in, ``Axes`` out) and plotly.
 
+Names: ``plot_*`` draws with matplotlib, ``plot_*_plotly`` with plotly. Shared keywords:
+``ax=``, ``log_y=`` (logarithmic y axis), ``panel_size=`` (one panel of a grid, in inches: a
+number or ``(width, height)``), ``vmax=``, and ``layer=``/``batch=``/``head=`` selectors for
+attention weights (:func:`select_weights`). Plots draw; the numbers come from the library.
+"""
+
+from ._data import select_weights
 from ._style import (
     DIVERGING,
     PALETTE,
+    PLOTLY_DIVERGING,
+    PLOTLY_SEQUENTIAL,
     SEQUENTIAL,
     footnote,
     get_ax,
@@ -10,4 +19,7 @@ from ._style import (
     save,
 )
 
-__all__ = ["PALETTE", "SEQUENTIAL", "DIVERGING", "get_ax", "provenance", "footnote", "save"]
+__all__ = [
+    "PALETTE", "SEQUENTIAL", "DIVERGING", "get_ax", "provenance", "footnote", "save",
+    "PLOTLY_SEQUENTIAL", "PLOTLY_DIVERGING", "select_weights",
+]

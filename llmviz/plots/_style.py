@@ -16,6 +16,8 @@ __all__ = [
     "PALETTE",
     "SEQUENTIAL",
     "DIVERGING",
+    "PLOTLY_SEQUENTIAL",
+    "PLOTLY_DIVERGING",
     "get_ax",
     "provenance",
     "footnote",
@@ -49,9 +51,9 @@ def provenance(device: torch.device | str | None = None, **size: Any) -> str:
     'cpu · torch 2.13.0 · d_model=64, steps=400'
     """
     if device is None:
-        from ..runtime import device as _device
+        from .. import runtime
 
-        device = _device()
+        device = runtime.device()
     dev = torch.device(device)
     name = str(dev)
     if dev.type == "cuda" and torch.cuda.is_available():

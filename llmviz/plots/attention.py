@@ -4,7 +4,8 @@ Every function accepts what :func:`llmviz.attention.scaled_dot_product_attention
 Face (``output_attentions=True``) return: ``(T, S)``, ``(H, T, S)``, ``(B, H, T, S)`` or a
 per-layer list of ``(B, H, T, S)``, as torch tensors or numpy arrays, with ``layer=``,
 ``batch=`` and ``head=`` selectors. Rows are queries (T), columns keys (S); queries are the
-last T of the S key positions, so query labels are ``tokens[S - T:]``.
+last T of the S key positions (:func:`llmviz.attention.masks.query_positions`), so the
+query labels are the tokens of those keys. ``panel_size`` of a grid is one panel in inches.
 
 Panels that are compared share one colour scale (0 to the largest weight shown, unless
 ``vmax`` is given); nothing is clipped.
@@ -18,15 +19,12 @@ from typing import Any, Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ._style import (
-    PALETTE,
-    PLOTLY_SEQUENTIAL,
-    SEQUENTIAL,
-    get_ax,
-)
+from .._checks import check_positive_int
+from ..attention.masks import query_positions
+from ._data import color_limit, panel_inches, query_key_labels, select_weights, to_numpy
+from ._style import PALETTE, PLOTLY_SEQUENTIAL, SEQUENTIAL, get_ax
 
 __all__ = [
-    "select_weights",
     "plot_attention_heatmap",
     "plot_attention_heads",
     "plot_model_view",
@@ -37,73 +35,10 @@ __all__ = [
 ]
 
 
-def _np(x: Any) -> np.ndarray:
-    if hasattr(x, "detach"):
-        x = x.detach().float().cpu().numpy()
-    return np.asarray(x, dtype=float)
-
-
-def select_weights(
-    weights: Any, *, layer: int | None = None, batch: int = 0, head: int | None = None
-) -> np.ndarray:
-    """Reduce any accepted input to ``(H, T, S)`` (``head=None``) or ``(T, S)``.
-
-    Args:
-        weights: ``(T, S)``, ``(H, T, S)``, ``(B, H, T, S)`` or a per-layer list of those.
-        layer: which layer of a list (required when the list has several layers).
-        batch: which batch element of a 4-D input.
-        head: which head; None keeps all heads.
-    """
-    if isinstance(weights, (list, tuple)):
-        if not weights:
-            raise ValueError("weights is an empty list; expected one (B, H, T, S) per layer")
-        if layer is None:
-            if len(weights) > 1:
-                raise ValueError(
-                    f"weights is a list of {len(weights)} layers; pick one with layer=0..{len(weights) - 1}"
-                )
-            layer = 0
-        if not -len(weights) <= layer < len(weights):
-            raise ValueError(f"layer={layer} is out of range for {len(weights)} layers")
-        weights = weights[layer]
-    elif layer not in (None, 0):
-        raise ValueError(f"layer={layer} given, but weights is a single tensor, not a per-layer list")
-    w = _np(weights)
-    if w.ndim == 4:
-        if not -w.shape[0] <= batch < w.shape[0]:
-            raise ValueError(f"batch={batch} is out of range for batch size {w.shape[0]}")
-        w = w[batch]
-    if w.ndim == 2:
-        if head not in (None, 0):
-            raise ValueError(f"head={head} given, but the weights have no head axis (shape (T, S))")
-        return w
-    if w.ndim != 3:
-        raise ValueError(
-            f"weights must be (T, S), (H, T, S), (B, H, T, S) or a per-layer list; got shape "
-            f"{tuple(_np(weights).shape)}"
-        )
-    if head is None:
-        return w
-    if not -w.shape[0] <= head < w.shape[0]:
-        raise ValueError(f"head={head} is out of range for {w.shape[0]} heads")
-    return w[head]
-
-
-def _labels(tokens: Sequence[str] | None, T: int, S: int) -> tuple[list | None, list | None]:
-    if tokens is None:
-        return None, None
-    tokens = [str(t) for t in tokens]
-    if len(tokens) != S:
-        raise ValueError(
-            f"tokens has {len(tokens)} entries but the weights have S={S} keys; pass one label per key"
-        )
-    return tokens[S - T :], tokens
-
-
 def _draw(ax, w: np.ndarray, tokens, vmax: float, *, ticks: bool = True):
     T, S = w.shape
     im = ax.imshow(w, cmap=SEQUENTIAL, vmin=0.0, vmax=vmax, aspect="auto", interpolation="nearest")
-    q_labels, k_labels = _labels(tokens, T, S)
+    q_labels, k_labels = query_key_labels(tokens, T, S)
     if ticks and k_labels is not None:
         ax.set_xticks(range(S), k_labels, rotation=90)
         ax.set_yticks(range(T), q_labels)
@@ -111,15 +46,6 @@ def _draw(ax, w: np.ndarray, tokens, vmax: float, *, ticks: bool = True):
         ax.set_xticks([])
         ax.set_yticks([])
     return im
-
-
-def _vmax(w: np.ndarray, vmax: float | None) -> float:
-    if vmax is not None:
-        if vmax <= 0:
-            raise ValueError(f"vmax must be positive, got {vmax}")
-        return float(vmax)
-    top = float(np.nanmax(w)) if w.size else 1.0
-    return top if top > 0 else 1.0
 
 
 def plot_attention_heatmap(
@@ -149,7 +75,7 @@ def plot_attention_heatmap(
         w = w[0]
     T, S = w.shape
     ax = get_ax(ax, figsize=(1.0 + 0.35 * S, 0.8 + 0.35 * T) if tokens is not None else (5, 4))
-    im = _draw(ax, w, tokens, _vmax(w, vmax))
+    im = _draw(ax, w, tokens, color_limit(w, vmax))
     ax.set_xlabel("key (S)")
     ax.set_ylabel("query (T)")
     if title is not None:
@@ -170,9 +96,11 @@ def plot_attention_heads(
     heads: Sequence[int] | None = None,
     ncols: int = 4,
     vmax: float | None = None,
-    panel_size: float = 2.4,
+    panel_size: float | tuple[float, float] = 2.4,
 ):
     """A grid of per-head heatmaps on one shared colour scale.
+
+    ``panel_size`` is the size of one panel in inches: a number (square) or ``(width, height)``.
 
     Returns:
         The matplotlib ``Figure`` (one image per head, one shared colour bar).
@@ -187,11 +115,12 @@ def plot_attention_heads(
     if ncols < 1:
         raise ValueError(f"ncols must be >= 1, got {ncols}")
     shown = w[idx]
-    top = _vmax(shown, vmax)
+    top = color_limit(shown, vmax)
     ncols = min(ncols, len(idx))
     nrows = math.ceil(len(idx) / ncols)
+    pw, ph = panel_inches(panel_size)
     fig, axes = plt.subplots(
-        nrows, ncols, figsize=(panel_size * ncols + 1.0, panel_size * nrows + 0.3),
+        nrows, ncols, figsize=(pw * ncols + 1.0, ph * nrows + 0.3),
         squeeze=False, layout="constrained",
     )
     im = None
@@ -216,12 +145,13 @@ def plot_model_view(
     *,
     batch: int = 0,
     vmax: float | None = None,
-    thumb: float = 1.1,
+    panel_size: float | tuple[float, float] = 1.1,
 ):
     """Layers x heads thumbnails of every attention map, on one shared colour scale.
 
     Args:
         weights_per_layer: per-layer list of ``(B, H, T, S)`` or ``(H, T, S)``.
+        panel_size: one thumbnail in inches, a number (square) or ``(width, height)``.
 
     Returns:
         The matplotlib ``Figure``.
@@ -234,9 +164,10 @@ def plot_model_view(
     maps = [select_weights(weights_per_layer, layer=l, batch=batch) for l in range(len(weights_per_layer))]
     maps = [m[None] if m.ndim == 2 else m for m in maps]
     H = max(m.shape[0] for m in maps)
-    top = _vmax(np.concatenate([m.reshape(-1) for m in maps]), vmax)
+    top = color_limit(np.concatenate([m.reshape(-1) for m in maps]), vmax)
     L = len(maps)
-    fig, axes = plt.subplots(L, H, figsize=(thumb * H + 1.2, thumb * L + 0.4), squeeze=False,
+    pw, ph = panel_inches(panel_size)
+    fig, axes = plt.subplots(L, H, figsize=(pw * H + 1.2, ph * L + 0.4), squeeze=False,
                              layout="constrained")
     im = None
     for l, m in enumerate(maps):
@@ -254,10 +185,13 @@ def plot_model_view(
     return fig
 
 
-def plot_mask_gallery(masks: Mapping[str, Any], *, ncols: int = 4, panel_size: float = 2.2):
+def plot_mask_gallery(
+    masks: Mapping[str, Any], *, ncols: int = 4, panel_size: float | tuple[float, float] = 2.2
+):
     """Draw named ``(T, S)`` boolean masks side by side (dark = may attend).
 
-    Each title gives the number of allowed query-key pairs.
+    Each title gives the number of allowed query-key pairs. ``panel_size``: one panel in
+    inches, a number (square) or ``(width, height)``.
 
     Returns:
         The matplotlib ``Figure``.
@@ -266,13 +200,14 @@ def plot_mask_gallery(masks: Mapping[str, Any], *, ncols: int = 4, panel_size: f
         raise TypeError("masks must be a non-empty dict {name: (T, S) bool mask}")
     arrays = {}
     for name, m in masks.items():
-        a = _np(m)
+        a = to_numpy(m)
         if a.ndim != 2:
             raise ValueError(f"mask {name!r} must be (T, S), got shape {a.shape}")
         arrays[name] = a
     ncols = max(1, min(ncols, len(arrays)))
     nrows = math.ceil(len(arrays) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(panel_size * ncols, panel_size * nrows + 0.4),
+    pw, ph = panel_inches(panel_size)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(pw * ncols, ph * nrows + 0.4),
                              squeeze=False, layout="constrained")
     for n, ax in enumerate(axes.flat):
         if n >= len(arrays):
@@ -293,12 +228,12 @@ def plot_head_metrics(
     *,
     names: Sequence[str] | None = None,
     ncols: int | None = None,
-    panel_size: tuple[float, float] = (3.0, 2.4),
+    panel_size: float | tuple[float, float] = (3.0, 2.4),
 ):
-    """Bar charts of per-head metrics (output of :func:`llmviz.attention_metrics.head_metrics`).
+    """Bar charts of per-head metrics (output of :func:`llmviz.attention.metrics.head_metrics`).
 
-    One panel per metric (``ncols`` per row; default all in one row); one bar per head,
-    coloured by layer when the metrics are ``(L, H)``.
+    One panel per metric (``ncols`` per row; default all in one row; ``panel_size`` inches
+    each); one bar per head, coloured by layer when the metrics are ``(L, H)``.
     The y axis spans [0, 1], the full range of every metric.
 
     Returns:
@@ -312,12 +247,13 @@ def plot_head_metrics(
         raise ValueError(f"unknown metric(s) {missing}; available: {list(metrics)}")
     ncols = len(names) if ncols is None else max(1, min(ncols, len(names)))
     nrows = math.ceil(len(names) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(panel_size[0] * ncols, panel_size[1] * nrows),
+    pw, ph = panel_inches(panel_size)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(pw * ncols, ph * nrows),
                              squeeze=False, layout="constrained")
     for ax in list(axes.flat)[len(names):]:
         ax.set_axis_off()
     for ax, name in zip(axes.flat, names):
-        v = _np(metrics[name])
+        v = to_numpy(metrics[name])
         if v.ndim == 1:
             v = v[None]
         L, H = v.shape
@@ -351,13 +287,13 @@ def plot_attention_heads_plotly(
     if w.ndim == 2:
         w = w[None]
     H, T, S = w.shape
-    top = _vmax(w, vmax)
-    q_labels, k_labels = _labels(tokens, T, S)
-    x = k_labels if k_labels is not None else list(range(S))
-    y = q_labels if q_labels is not None else list(range(S - T, S))
+    top = color_limit(w, vmax)
+    q_labels, k_labels = query_key_labels(tokens, T, S)
+    q_pos = query_positions(T, S).tolist()
+    x, y = list(range(S)), q_pos
     if k_labels is not None:  # repeated tokens would merge categories: make labels unique
         x = [f"{i}:{t}" for i, t in enumerate(k_labels)]
-        y = [f"{S - T + i}:{t}" for i, t in enumerate(q_labels)]
+        y = [f"{i}:{t}" for i, t in zip(q_pos, q_labels)]
     fig = go.Figure()
     for h in range(H):
         fig.add_trace(go.Heatmap(
@@ -387,8 +323,8 @@ def plot_group_mapping(n_heads: int, n_kv_heads: int, *, layout: str = "contiguo
     Returns:
         The matplotlib ``Axes`` (one line per query head, coloured by kv head).
     """
-    if not isinstance(n_heads, int) or not isinstance(n_kv_heads, int) or n_heads < 1 or n_kv_heads < 1:
-        raise ValueError(f"n_heads and n_kv_heads must be positive ints, got {n_heads!r}, {n_kv_heads!r}")
+    check_positive_int(n_heads, "n_heads")
+    check_positive_int(n_kv_heads, "n_kv_heads")
     if n_heads % n_kv_heads:
         raise ValueError(f"n_heads ({n_heads}) must be divisible by n_kv_heads ({n_kv_heads})")
     if layout not in ("contiguous", "interleaved"):

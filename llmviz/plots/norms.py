@@ -3,9 +3,10 @@
 * :func:`plot_distribution` / :func:`plot_norm_distributions`: histograms before and after a
   norm on a log-count axis whose x-limits always include the most extreme value, with the
   outliers marked individually (a rug), so nothing is clipped away.
-* :func:`reduction_mask` / :func:`plot_norm_axes`: the (B, T, D) cube with the cells that share
-  one mean/variance highlighted, for each norm.
-* :func:`plot_activations`: activation curves and their derivatives (by autograd).
+* :func:`plot_norm_axes`: the (B, T, D) cube with the cells that share one mean/variance
+  highlighted, for each norm (the cells are :func:`llmviz.norm.reduction_mask`).
+* :func:`plot_activations`: activation curves and their derivatives
+  (:func:`llmviz.ffn.activation_curve`).
 * :func:`plot_depth_profile`: a per-layer quantity (gradient norm, residual-stream norm) vs
   depth, one line per variant, log scale.
 * :func:`plot_stability_map`: final loss over a grid of two hyper-parameters (LR x warmup),
@@ -22,17 +23,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from ._style import (
-    PALETTE,
-    SEQUENTIAL,
-    footnote,
-    get_ax,
-)
+from ..ffn import activation_curve
+from ..norm.reduction import reduction_mask
+from ._data import to_numpy
+from ._style import PALETTE, SEQUENTIAL, footnote, get_ax
 
 __all__ = [
     "plot_distribution",
     "plot_norm_distributions",
-    "reduction_mask",
     "plot_norm_axes",
     "plot_activations",
     "plot_depth_profile",
@@ -41,12 +39,6 @@ __all__ = [
 
 _HIGHLIGHT = PALETTE[3]  # vermillion: the cells reduced together
 _OTHER = "#d9d9d9"
-
-
-def _np(x: Any) -> np.ndarray:
-    if isinstance(x, torch.Tensor):
-        x = x.detach().float().cpu().numpy()
-    return np.asarray(x, dtype=float)
 
 
 # ----------------------------------------------------------------------------- distributions
@@ -77,7 +69,7 @@ def plot_distribution(
         The Axes.
     """
     ax = get_ax(ax)
-    v = _np(values).ravel()
+    v = to_numpy(values).ravel()
     if v.size == 0:
         raise ValueError("values is empty: nothing to draw")
     lo, hi = float(v.min()), float(v.max())
@@ -131,38 +123,6 @@ def plot_norm_distributions(
 
 
 # ----------------------------------------------------------------------------- axes cube
-def reduction_mask(kind: str, shape: tuple[int, int, int] = (3, 4, 6), *, n_groups: int = 2,
-                   cell: tuple[int, int, int] = (0, 0, 0)) -> np.ndarray:
-    """Which cells of a ``(B, T, D)`` tensor share their statistics with ``cell``.
-
-    Args:
-        kind: ``"batch"``, ``"layer"``, ``"rms"``, ``"instance"`` or ``"group"``.
-        shape: ``(B, T, D)``.
-        n_groups: groups for ``"group"`` (D must be divisible by it).
-        cell: the reference cell ``(b, t, d)``.
-
-    Returns:
-        Bool array of ``shape``.
-    """
-    B, T, D = shape
-    b, t, d = cell
-    ib, it, id_ = np.meshgrid(np.arange(B), np.arange(T), np.arange(D), indexing="ij")
-    if kind in ("layer", "rms"):
-        return (ib == b) & (it == t)
-    if kind == "batch":
-        return id_ == d
-    if kind == "instance":
-        return (ib == b) & (id_ == d)
-    if kind == "group":
-        if D % n_groups:
-            raise ValueError(f"D ({D}) must be divisible by n_groups ({n_groups})")
-        size = D // n_groups
-        return (ib == b) & (id_ // size == d // size)
-    raise ValueError(
-        f"kind={kind!r} is not supported; choose one of ('batch', 'layer', 'rms', 'instance', 'group')"
-    )
-
-
 _TITLES = {"batch": "BatchNorm", "layer": "LayerNorm / RMSNorm", "rms": "RMSNorm",
            "instance": "InstanceNorm", "group": "GroupNorm"}
 
@@ -181,7 +141,7 @@ def plot_norm_axes(
     fig = plt.figure(figsize=(3.2 * n, 3.4), layout="constrained")
     for i, kind in enumerate(kinds):
         ax = fig.add_subplot(1, n, i + 1, projection="3d")
-        mask = reduction_mask(kind, shape, n_groups=n_groups)
+        mask = reduction_mask(kind, shape, n_groups=n_groups).numpy()  # (B, T, D) bool
         colors = np.empty(mask.shape, dtype=object)
         colors[mask] = _HIGHLIGHT
         colors[~mask] = _OTHER
@@ -217,20 +177,16 @@ def plot_activations(
     Returns:
         The Figure (1 or 2 axes, one line per activation on each).
     """
-    from ..ffn import activation
-
-    x = torch.linspace(*x_range, n, dtype=torch.float64, requires_grad=True)
+    x = torch.linspace(*x_range, n, dtype=torch.float64)
     fig, axes = plt.subplots(1, 2 if derivative else 1, figsize=(10 if derivative else 5.5, 3.6),
                              layout="constrained")
     axes = np.atleast_1d(axes)
     for i, name in enumerate(names):
-        act = activation(name, beta=beta) if name == "swish" else activation(name)
-        y = act(x)
-        (g,) = torch.autograd.grad(y.sum(), x)
+        y, g = activation_curve(name, x, beta=beta)
         label = f"swish β={beta:g}" if name == "swish" else name
-        axes[0].plot(x.detach(), y.detach(), color=PALETTE[i % 8], label=label)
+        axes[0].plot(x, y, color=PALETTE[i % 8], label=label)
         if derivative:
-            axes[1].plot(x.detach(), g, color=PALETTE[i % 8], label=label)
+            axes[1].plot(x, g, color=PALETTE[i % 8], label=label)
     axes[0].set(xlabel="x", ylabel="act(x)", title="activation")
     axes[0].axhline(0, color="#999", lw=0.5)
     axes[0].legend(fontsize=8)
@@ -242,7 +198,7 @@ def plot_activations(
 
 # ----------------------------------------------------------------------------- depth profiles
 def plot_depth_profile(
-    values: Mapping[str, Any], *, ax=None, ylabel: str = "gradient norm", log: bool = True,
+    values: Mapping[str, Any], *, ax=None, ylabel: str = "gradient norm", log_y: bool = True,
     title: str | None = None,
 ):
     """One line per variant of a per-layer quantity vs layer index (0 = closest to the input).
@@ -250,7 +206,7 @@ def plot_depth_profile(
     Args:
         values: ``{"pre-norm": [g_0, g_1, ...], "post-norm": [...]}``.
         ylabel: what the values are ("gradient norm", "residual-stream RMS", ...).
-        log: log-scale y (ratios across depth are what matters).
+        log_y: logarithmic y axis (ratios across depth are what matters).
 
     Returns:
         The Axes.
@@ -259,9 +215,9 @@ def plot_depth_profile(
     if not values:
         raise ValueError("values is empty: pass {label: per-layer sequence}")
     for i, (name, v) in enumerate(values.items()):
-        v = _np(v).ravel()
+        v = to_numpy(v).ravel()
         ax.plot(np.arange(len(v)), v, marker="o", ms=3, color=PALETTE[i % 8], label=name)
-    if log:
+    if log_y:
         ax.set_yscale("log")
     ax.set_xlabel("layer")
     ax.set_ylabel(ylabel)
@@ -293,7 +249,7 @@ def plot_stability_map(
         The Axes (its first image is the heatmap).
     """
     ax = get_ax(ax)
-    L = _np(loss)
+    L = to_numpy(loss)
     if L.shape != (len(rows), len(cols)):
         raise ValueError(f"loss has shape {L.shape}, expected (len(rows), len(cols)) = "
                          f"({len(rows)}, {len(cols)})")

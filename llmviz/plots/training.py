@@ -1,7 +1,7 @@
 """Training figures: loss curves, and loss/perplexity against evaluation length.
 
-:func:`divergence_grid` arranges runs over a (learning rate, warmup) grid for
-:func:`llmviz.plots.norms.plot_stability_map` to draw.
+:func:`llmviz.analysis.divergence_grid` arranges runs over a (learning rate, warmup) grid
+for :func:`llmviz.plots.norms.plot_stability_map` to draw.
 
 Axes-level functions take ``ax=None`` and return the ``Axes``; nothing calls ``plt.show()``.
 Inputs are what :mod:`llmviz.train` produces (:class:`~llmviz.train.History`,
@@ -19,6 +19,10 @@ import torch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from .._checks import check_choice
+
+# Re-exported only for notebook 00 (``from llmviz.plots.training import divergence_grid``);
+# remove once it imports ``from llmviz.analysis import divergence_grid``.
+from ..analysis.sweeps import divergence_grid  # noqa: F401
 from ..training.loop import History, LengthEval
 from ._style import PALETTE, get_ax
 
@@ -26,7 +30,6 @@ __all__ = [
     "plot_training_curves",
     "plot_length_curves",
     "length_traces",
-    "divergence_grid",
 ]
 
 _CURVE_METRICS = ("loss", "lr", "grad_norm")
@@ -225,19 +228,3 @@ def length_traces(
                        line={"color": color, "width": width})
         )
     return traces
-
-
-def divergence_grid(
-    histories: Mapping[tuple[float, int], History]
-) -> tuple[list[float], list[int], np.ndarray]:
-    """``{(lr, warmup): History}`` -> ``(lrs, warmups, final)`` with ``final`` of shape
-    ``(len(warmups), len(lrs))`` holding each run's final loss, ``nan`` where it diverged or is
-    missing."""
-    if not histories:
-        raise ValueError("histories is empty; pass {(lr, warmup): History}")
-    lrs = sorted({float(k[0]) for k in histories})
-    warmups = sorted({int(k[1]) for k in histories})
-    final = np.full((len(warmups), len(lrs)), np.nan)
-    for (lr, warmup), h in histories.items():
-        final[warmups.index(int(warmup)), lrs.index(float(lr))] = h.final_loss
-    return lrs, warmups, final

@@ -13,6 +13,7 @@ import torch
 
 from llmviz.attention.masks import causal_mask, sliding_window_mask
 from llmviz.attention.metrics import head_metrics
+from llmviz.plots import select_weights
 from llmviz.plots.attention import (
     plot_attention_heads,
     plot_attention_heads_plotly,
@@ -20,7 +21,6 @@ from llmviz.plots.attention import (
     plot_head_metrics,
     plot_mask_gallery,
     plot_model_view,
-    select_weights,
 )
 
 TOKENS = ["the", "cat", "sat", "because", "it", "was"]

@@ -12,6 +12,7 @@ import plotly.graph_objects as go  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from llmviz.attention.metrics import mass_by_distance  # noqa: E402
 from llmviz.plots import position as pp  # noqa: E402
 from llmviz.position.alibi import alibi_bias, alibi_slopes  # noqa: E402
 from llmviz.position.relative import T5RelativeBias, t5_relative_bucket  # noqa: E402
@@ -117,12 +118,15 @@ def test_alibi_bias_maps_share_scale_and_blank_the_future():
     assert len(ax.get_lines()) == 2
 
 
-def test_mass_by_distance():
+def test_mass_by_distance_worked_example():
     w = torch.zeros(1, 3, 3)
     w[0] = torch.tensor([[1.0, 0, 0], [0.5, 0.5, 0], [0.2, 0.3, 0.5]])
-    m = pp.mass_by_distance(w)
-    np.testing.assert_allclose(m[0], [(1 + 0.5 + 0.5) / 3, (0.5 + 0.3) / 3, 0.2 / 3])
-    assert m.sum() == pytest.approx(1.0)
+    m = mass_by_distance(w)
+    np.testing.assert_allclose(m[0], [(1 + 0.5 + 0.5) / 3, (0.5 + 0.3) / 3, 0.2 / 3], rtol=1e-6)
+    assert float(m.sum()) == pytest.approx(1.0)
+
+
+def test_mass_vs_distance_plot_draws_the_library_mass():
     bias = alibi_bias(16, slopes=alibi_slopes(4))
     causal = torch.ones(16, 16, dtype=torch.bool).tril()
     weights = bias.masked_fill(~causal, float("-inf")).softmax(-1)
@@ -133,6 +137,11 @@ def test_mass_by_distance():
     for line in lines:
         assert line.get_ydata()[-1] == pytest.approx(1.0)
     assert lines[0].get_ydata()[2] > lines[3].get_ydata()[2]
+    expected = np.cumsum(mass_by_distance(weights).double().numpy(), axis=1)
+    for h, line in enumerate(lines):
+        np.testing.assert_allclose(line.get_ydata(), expected[h])
+    ax = pp.plot_attention_mass_vs_distance(weights, cumulative=False)
+    np.testing.assert_allclose(ax.get_lines()[1].get_ydata(), mass_by_distance(weights)[1].numpy())
 
 
 def test_t5_plots():

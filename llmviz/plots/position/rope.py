@@ -1,14 +1,10 @@
-"""Figures for the position chapters (5-8).
+"""Figures for RoPE (chapter 7): clock hands, the helix of one pair, wavelengths, decay.
 
-Axes-level functions take ``ax=None`` and return the Axes; figure-level ones (several panels)
-return the Figure; ``*_plotly`` functions return a ``plotly.graph_objects.Figure``. Everything
-accepts torch tensors or numpy arrays and draws exactly what it is given: the numbers come from
-``llmviz.position``.
+Axes-level functions take ``ax=None`` and return the Axes; figure-level ones return the Figure;
+``*_plotly`` functions return a ``plotly.graph_objects.Figure``. The frequencies and scores
+come from :mod:`llmviz.position.rope` and :mod:`llmviz.position.rope_decay`.
 
-Panels that are meant to be compared (bias maps per head, score maps for shifted positions)
-share ONE colour scale and one colour bar.
-
-Shapes: H heads, T query positions, S key positions, C model dim, R rotary dim.
+Shapes: R rotary dim (R/2 pairs).
 """
 
 from __future__ import annotations
@@ -18,119 +14,17 @@ from typing import Any, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
 
-from ._style import (
-    DIVERGING,
-    PALETTE,
-    SEQUENTIAL,
-    get_ax,
-)
+from .._data import to_numpy
+from .._style import PALETTE, SEQUENTIAL, get_ax
 
 __all__ = [
-    "plot_sinusoidal_heatmap",
-    "plot_sinusoidal_waves",
-    "plot_score_vs_offset",
     "plot_rope_clock_hands",
     "plot_rope_spiral",
     "plot_rope_spiral_plotly",
     "plot_rope_spectrum",
     "plot_rope_decay",
-    "plot_shared_heatmaps",
-    "plot_alibi_slopes",
-    "plot_alibi_bias",
-    "mass_by_distance",
-    "plot_attention_mass_vs_distance",
-    "plot_t5_buckets",
-    "plot_t5_bias",
 ]
-
-
-def _np(x: Any) -> np.ndarray:
-    if isinstance(x, torch.Tensor):
-        x = x.detach().to(torch.float64).cpu().numpy()
-    return np.asarray(x, dtype=float)
-
-
-def _symmetric_limit(*arrays: np.ndarray) -> float:
-    finite = [np.abs(a[np.isfinite(a)]) for a in arrays]
-    peak = max((float(f.max()) for f in finite if f.size), default=1.0)
-    return peak or 1.0
-
-
-# ----------------------------------------------------------------------------- sinusoidal
-def plot_sinusoidal_heatmap(pe: Any, *, ax=None, title: str | None = None):
-    """Encoding table as an image: position down, dimension across, colour -1..1.
-
-    Args:
-        pe: (T, C) encodings, e.g. ``sinusoidal_encoding(T, C)``.
-    """
-    ax = get_ax(ax, figsize=(7.0, 4.0))
-    table = _np(pe)
-    if table.ndim != 2:
-        raise ValueError(f"pe must be (T, C), got shape {table.shape}")
-    im = ax.imshow(table, aspect="auto", cmap=DIVERGING, vmin=-1.0, vmax=1.0,
-                   interpolation="nearest")
-    ax.figure.colorbar(im, ax=ax, label="value")
-    ax.set_xlabel("dimension (C)")
-    ax.set_ylabel("position (T)")
-    ax.set_title(title or f"sinusoidal encoding, T={table.shape[0]}, C={table.shape[1]}")
-    return ax
-
-
-def plot_sinusoidal_waves(
-    pe: Any, dims: Sequence[int], *, ax=None, title: str | None = None
-):
-    """Selected columns of the encoding against position, one line per dimension."""
-    ax = get_ax(ax, figsize=(7.0, 3.5))
-    table = _np(pe)
-    for k, d in enumerate(dims):
-        if not 0 <= d < table.shape[1]:
-            raise ValueError(f"dimension {d} is out of range for C={table.shape[1]}")
-        ax.plot(np.arange(table.shape[0]), table[:, d], color=PALETTE[k % len(PALETTE)],
-                label=f"dim {d}")
-    ax.set_xlabel("position")
-    ax.set_ylabel("PE(position, dim)")
-    ax.set_ylim(-1.1, 1.1)
-    ax.legend(loc="upper right", fontsize=8, ncol=min(len(dims), 4))
-    ax.set_title(title or "one wave per dimension")
-    return ax
-
-
-def plot_score_vs_offset(
-    offsets: Any,
-    scores: Any | Sequence[Any],
-    *,
-    labels: Sequence[str] | None = None,
-    ax=None,
-    title: str | None = None,
-    ylabel: str = "score",
-):
-    """One or more score curves against the offset.
-
-    Args:
-        offsets: (N,) x values.
-        scores: (N,), (K, N) or a list of K (N,) curves.
-        labels: K legend labels.
-    """
-    ax = get_ax(ax, figsize=(7.0, 3.5))
-    x = _np(offsets)
-    if isinstance(scores, (list, tuple)):
-        curves = list(scores)
-    else:
-        arr = _np(scores)
-        curves = [arr] if arr.ndim == 1 else list(arr)  # (N,) or (K, N): K curves
-    for k, y in enumerate(curves):
-        label = labels[k] if labels else None
-        ax.plot(x, _np(y), color=PALETTE[k % len(PALETTE)], label=label, lw=1.4)
-    ax.axhline(0, color="#999", lw=0.6)
-    ax.set_xlabel("offset")
-    ax.set_ylabel(ylabel)
-    if labels:
-        ax.legend(fontsize=8)
-    if title:
-        ax.set_title(title)
-    return ax
 
 
 # ----------------------------------------------------------------------------- RoPE pictures
@@ -152,7 +46,7 @@ def plot_rope_clock_hands(
     Returns:
         Figure with one polar-style panel per pair.
     """
-    freqs = _np(inv_freq)
+    freqs = to_numpy(inv_freq)
     fig, axes = plt.subplots(1, len(pairs), figsize=(3.2 * len(pairs), 3.4),
                              layout="constrained", squeeze=False)
     x0, y0 = float(vector[0]), float(vector[1])
@@ -185,10 +79,10 @@ def plot_rope_clock_hands(
 
 
 def _spiral_points(inv_freq: Any, pair: int, positions: Any) -> tuple[np.ndarray, ...]:
-    freqs = _np(inv_freq)
+    freqs = to_numpy(inv_freq)
     if not 0 <= pair < freqs.size:
         raise ValueError(f"pair {pair} is out of range: there are {freqs.size} pairs")
-    pos = _np(positions)
+    pos = to_numpy(positions)
     angle = freqs[pair] * pos
     return np.cos(angle), np.sin(angle), pos
 
@@ -208,7 +102,7 @@ def plot_rope_spiral(inv_freq: Any, pair: int, positions: Any, *, ax=None):
     ax.set_xlabel(f"cos(m θ_{pair})")
     ax.set_ylabel(f"sin(m θ_{pair})")
     ax.set_zlabel("position m")
-    ax.set_title(f"pair {pair}: a helix, one turn every {2 * math.pi / _np(inv_freq)[pair]:.3g} "
+    ax.set_title(f"pair {pair}: a helix, one turn every {2 * math.pi / to_numpy(inv_freq)[pair]:.3g} "
                  "positions", fontsize=9)
     return ax
 
@@ -244,7 +138,7 @@ def plot_rope_spectrum(
     """
     ax = get_ax(ax, figsize=(7.0, 3.8))
     for k, (label, w) in enumerate(wavelengths.items()):
-        w = _np(w)
+        w = to_numpy(w)
         ax.plot(np.arange(w.size), w, marker="o", ms=2.5, color=PALETTE[k % len(PALETTE)],
                 label=label)
     if context is not None:
@@ -265,11 +159,11 @@ def plot_rope_decay(offsets: Any, bound: Any, actual: Any | Sequence[Any], *, ax
     can be compared when the bound is far above the scores (it usually is).
     """
     ax = get_ax(ax, figsize=(7.0, 3.8))
-    x = _np(offsets)
+    x = to_numpy(offsets)
     actual_list = list(actual) if isinstance(actual, (list, tuple)) else [actual]
 
     def prep(y: Any) -> np.ndarray:
-        y = _np(y)
+        y = to_numpy(y)
         return y / (np.abs(y).max() or 1.0) if normalise else y
 
     for k, y in enumerate(actual_list):
@@ -282,151 +176,3 @@ def plot_rope_decay(offsets: Any, bound: Any, actual: Any | Sequence[Any], *, ax
     ax.set_ylabel("value / its largest |value|" if normalise else "value")
     ax.legend(fontsize=8)
     return ax
-
-
-# ----------------------------------------------------------------------------- heatmap grids
-def plot_shared_heatmaps(
-    maps: Sequence[Any],
-    titles: Sequence[str],
-    *,
-    cmap: str = DIVERGING,
-    symmetric: bool = True,
-    ncols: int | None = None,
-    xlabel: str = "key position (S)",
-    ylabel: str = "query position (T)",
-    colorbar_label: str = "score",
-):
-    """Several (T, S) matrices on ONE colour scale with one colour bar (NaN cells left blank).
-
-    ``symmetric``: the scale is ``[-max|v|, max|v|]`` over all panels (diverging quantities);
-    otherwise ``[min, max]`` over all panels.
-    """
-    arrays = [_np(m) for m in maps]
-    if len(arrays) != len(titles):
-        raise ValueError(f"got {len(arrays)} maps but {len(titles)} titles")
-    if symmetric:
-        lim = _symmetric_limit(*arrays)
-        vmin, vmax = -lim, lim
-    else:
-        finite = np.concatenate([a[np.isfinite(a)] for a in arrays])
-        vmin, vmax = float(finite.min()), float(finite.max())
-    ncols = ncols or min(len(arrays), 4)
-    nrows = math.ceil(len(arrays) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(2.9 * ncols + 0.8, 2.8 * nrows),
-                             layout="constrained", squeeze=False)
-    im = None
-    for ax, a, t in zip(axes.flat, arrays, titles):
-        im = ax.imshow(a, cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest",
-                       aspect="auto")
-        ax.set_title(t, fontsize=9)
-        ax.set_xlabel(xlabel, fontsize=8)
-        ax.set_ylabel(ylabel, fontsize=8)
-    for ax in list(axes.flat)[len(arrays):]:
-        ax.axis("off")
-    fig.colorbar(im, ax=axes, label=colorbar_label, shrink=0.85)
-    return fig
-
-
-# ----------------------------------------------------------------------------- ALiBi
-def plot_alibi_slopes(slopes: Any | dict[str, Any], *, ax=None):
-    """Slope per head on a log scale (a geometric sequence is a straight line)."""
-    ax = get_ax(ax, figsize=(6.0, 3.5))
-    series = slopes if isinstance(slopes, dict) else {"slopes": slopes}
-    for k, (label, s) in enumerate(series.items()):
-        s = _np(s)
-        ax.plot(np.arange(s.size), s, marker="o", color=PALETTE[k % len(PALETTE)], label=label)
-    ax.set_yscale("log", base=2)
-    ax.set_xlabel("head h")
-    ax.set_ylabel("slope m_h")
-    if len(series) > 1:
-        ax.legend(fontsize=8)
-    return ax
-
-
-def plot_alibi_bias(
-    bias: Any, *, heads: Sequence[int] | None = None, mask_future: bool = True,
-    slopes: Any | None = None, ncols: int | None = None,
-):
-    """Per-head ALiBi bias maps (H, T, S) on one shared colour scale.
-
-    ``mask_future`` blanks keys after the query (what the causal mask removes), assuming the
-    queries are the last T of S positions.
-    """
-    b = _np(bias)
-    if b.ndim != 3:
-        raise ValueError(f"bias must be (H, T, S), got shape {b.shape}")
-    H, T, S = b.shape
-    heads = list(range(H)) if heads is None else list(heads)
-    if mask_future:
-        future = np.arange(S)[None, :] > (np.arange(S - T, S)[:, None])
-        b = np.where(future[None], np.nan, b)
-    s = _np(slopes) if slopes is not None else None
-    titles = [f"head {h}" + (f" (m={s[h]:.3g})" if s is not None else "") for h in heads]
-    return plot_shared_heatmaps([b[h] for h in heads], titles, cmap="viridis", symmetric=False,
-                                ncols=ncols, colorbar_label="bias")
-
-
-def mass_by_distance(weights: Any) -> np.ndarray:
-    """Attention mass at each backward distance, averaged over the queries.
-
-    Args:
-        weights: (H, T, S) attention weights, queries the last T of S.
-
-    Returns:
-        (H, S) array: entry [h, d] is the mean over queries i of ``w[h, i, i - d]`` (0 where
-        ``d > i``), so each head's row sums to its average row mass (1 for causal weights).
-    """
-    w = _np(weights)
-    if w.ndim != 3:
-        raise ValueError(f"weights must be (H, T, S), got shape {w.shape}")
-    H, T, S = w.shape
-    out = np.zeros((H, S))
-    for t in range(T):
-        i = S - T + t
-        out[:, : i + 1] += w[:, t, i::-1]  # distances 0 .. i
-    return out / max(T, 1)
-
-
-def plot_attention_mass_vs_distance(
-    weights: Any, *, cumulative: bool = True, ax=None, labels: Sequence[str] | None = None
-):
-    """Per head: how much attention lands within distance d (cumulative) or at d."""
-    ax = get_ax(ax, figsize=(7.0, 3.8))
-    mass = mass_by_distance(weights)
-    if cumulative:
-        mass = np.cumsum(mass, axis=1)
-    cmap = plt.get_cmap(SEQUENTIAL)
-    H = mass.shape[0]
-    for h in range(H):
-        lab = labels[h] if labels else f"head {h}"
-        ax.plot(np.arange(mass.shape[1]), mass[h], color=cmap(h / max(H - 1, 1)), label=lab)
-    ax.set_xscale("symlog", linthresh=1)
-    ax.set_xlabel("distance i - j")
-    ax.set_ylabel("mass within distance" if cumulative else "mass at distance")
-    ax.legend(fontsize=7, ncol=2)
-    return ax
-
-
-# ----------------------------------------------------------------------------- T5
-def plot_t5_buckets(relative_position: Any, buckets: Any | dict[str, Any], *, ax=None):
-    """Bucket index against relative position ``j - i`` (step plot, one line per setting)."""
-    ax = get_ax(ax, figsize=(7.0, 3.5))
-    x = _np(relative_position)
-    series = buckets if isinstance(buckets, dict) else {"buckets": buckets}
-    for k, (label, b) in enumerate(series.items()):
-        ax.step(x, _np(b), where="mid", color=PALETTE[k % len(PALETTE)], label=label)
-    ax.set_xlabel("relative position j - i")
-    ax.set_ylabel("bucket")
-    if len(series) > 1:
-        ax.legend(fontsize=8)
-    return ax
-
-
-def plot_t5_bias(bias: Any, *, heads: Sequence[int] | None = None, ncols: int | None = None):
-    """T5 learned bias per head (H, T, S) on one shared, zero-centred colour scale."""
-    b = _np(bias)
-    if b.ndim != 3:
-        raise ValueError(f"bias must be (H, T, S), got shape {b.shape}")
-    heads = list(range(b.shape[0])) if heads is None else list(heads)
-    return plot_shared_heatmaps([b[h] for h in heads], [f"head {h}" for h in heads],
-                                ncols=ncols, colorbar_label="bias")
