@@ -26,6 +26,7 @@ from typing import Any
 
 from torch import nn
 
+from .._checks import check_positive, check_positive_int
 from ..model.config import ModelConfig
 
 __all__ = [
@@ -147,9 +148,7 @@ def flops_per_token(
     """
     if not isinstance(config, ModelConfig):
         raise TypeError(f"config must be a ModelConfig, got {type(config).__name__}")
-    T = config.max_seq_len if seq_len is None else seq_len
-    if T <= 0:
-        raise ValueError(f"seq_len must be positive, got {T}")
+    T = config.max_seq_len if seq_len is None else check_positive_int(seq_len, "seq_len")
     per = layer_params(config)
     matmul_weights = config.n_layers * (per["attention"] + per["ffn"]) + config.vocab_size * config.d_model
     attn = 0.0
@@ -179,9 +178,9 @@ def kv_cache_bytes(
     ``bytes_per_el=2`` is fp16/bf16.
     """
     for name, value in (("n_layers", n_layers), ("n_kv_heads", n_kv_heads), ("head_dim", head_dim),
-                        ("seq_len", seq_len), ("batch", batch), ("bytes_per_el", bytes_per_el)):
-        if not isinstance(value, (int, float)) or value <= 0:
-            raise ValueError(f"{name} must be positive, got {value!r}")
+                        ("seq_len", seq_len), ("batch", batch)):
+        check_positive_int(value, name)
+    check_positive(bytes_per_el, "bytes_per_el")  # may be fractional (0.5 for 4-bit)
     return int(2 * n_layers * n_kv_heads * head_dim * seq_len * batch * bytes_per_el)
 
 
@@ -206,8 +205,7 @@ def match_width(config: ModelConfig, n_layers: int, target: int, *, step: int | 
     """
     if not isinstance(config, ModelConfig):
         raise TypeError(f"config must be a ModelConfig, got {type(config).__name__}")
-    if target <= 0:
-        raise ValueError(f"target must be a positive parameter count, got {target}")
+    check_positive(target, "target")
     step = step or 2 * config.n_heads
     best, best_err = None, None
     width = step

@@ -90,12 +90,16 @@ def test_mha_cache_is_2_n_dmodel_per_layer():
 def test_errors():
     with pytest.raises(TypeError, match="nn.Module or a ModelConfig"):
         count_parameters("llama")
-    with pytest.raises(ValueError, match="seq_len must be positive"):
+    with pytest.raises(ValueError, match="seq_len must be a positive int, got 0"):
         flops_per_token(ModelConfig(), seq_len=0)
     with pytest.raises(TypeError, match="config must be a ModelConfig"):
         flops_per_token({"d_model": 4})
-    with pytest.raises(ValueError, match="n_kv_heads must be positive"):
+    with pytest.raises(ValueError, match="n_kv_heads must be a positive int, got 0"):
         kv_cache_bytes(n_layers=1, n_kv_heads=0, head_dim=4, seq_len=4)
+    with pytest.raises(TypeError, match="seq_len must be an int, got float 4.5"):
+        kv_cache_bytes(n_layers=1, n_kv_heads=1, head_dim=4, seq_len=4.5)
+    with pytest.raises(ValueError, match="bytes_per_el must be finite, got nan"):
+        kv_cache_bytes(n_layers=1, n_kv_heads=1, head_dim=4, seq_len=4, bytes_per_el=float("nan"))
 
 
 @pytest.mark.parametrize("layers", [1, 2, 4, 8])
@@ -111,7 +115,7 @@ def test_match_width_hits_target(layers):
         if other > 0:
             m = sum(count_parameters(base.replace(n_layers=layers, d_model=other))["per_layer"])
             assert abs(m - 200_000) >= abs(n - 200_000)
-    with pytest.raises(ValueError, match="target must be a positive"):
+    with pytest.raises(ValueError, match="target must be positive, got 0"):
         match_width(base, 2, 0)
 
 
