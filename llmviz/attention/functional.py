@@ -53,6 +53,7 @@ import torch
 import torch.nn.functional as F
 
 from .._checks import check_positive, check_positive_int, check_tensor
+from ._checks import check_mask, check_qkv
 
 __all__ = ["repeat_kv", "attention_weights", "scaled_dot_product_attention"]
 
@@ -70,53 +71,6 @@ def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
     B, G, S, D = x.shape
     x = x[:, :, None, :, :].expand(B, G, n_rep, S, D)  # (B, G, n_rep, S, D)
     return x.reshape(B, G * n_rep, S, D)  # (B, H, S, D)
-
-
-def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, int]:
-    """Validate shapes; return (H, G)."""
-    for t, name in ((q, "q"), (k, "k"), (v, "v")):
-        check_tensor(t, name, ndim=4, floating=True)
-    B, H, T, D = q.shape
-    if k.shape != v.shape[:-1] + (k.shape[-1],) or k.shape[:3] != v.shape[:3]:
-        raise ValueError(
-            f"k {tuple(k.shape)} and v {tuple(v.shape)} must agree in (B, G, S); "
-            "expected k (B, G, S, D) and v (B, G, S, Dv)"
-        )
-    if k.shape[0] != B or k.shape[-1] != D:
-        raise ValueError(
-            f"q {tuple(q.shape)} and k {tuple(k.shape)} must share batch B and head dim D; "
-            "expected q (B, H, T, D), k (B, G, S, D)"
-        )
-    G = k.shape[1]
-    if H % G:
-        raise ValueError(
-            f"query heads H ({H}) must be divisible by key/value heads G ({G}); "
-            "each kv head serves H // G query heads"
-        )
-    return H, G
-
-
-def _check_mask(mask: torch.Tensor | None, target: tuple[int, ...], name: str = "mask") -> None:
-    if mask is None:
-        return
-    if not isinstance(mask, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor or None, got {type(mask).__name__}")
-    if name == "mask" and mask.dtype != torch.bool:
-        raise TypeError(
-            f"mask must be a bool tensor (True = may attend), got dtype {mask.dtype}; "
-            "use llmviz.masks.padding_mask() for a HF 0/1 attention_mask, or pass an additive "
-            "float mask as bias="
-        )
-    if name == "bias" and not mask.is_floating_point():
-        raise TypeError(f"bias must be a floating-point tensor, got dtype {mask.dtype}")
-    try:
-        if torch.broadcast_shapes(mask.shape, target) != target:
-            raise RuntimeError
-    except RuntimeError:
-        raise ValueError(
-            f"{name} of shape {tuple(mask.shape)} does not broadcast to the scores' shape "
-            f"(B, H, T, S) = {target}"
-        ) from None
 
 
 def _empty_rows(mask: torch.Tensor) -> torch.Tensor:
@@ -175,11 +129,11 @@ def attention_weights(
         ``(B, H, T, S)`` weights; each row sums to 1, fully blocked rows (by ``mask`` or by
         ``-inf`` in ``bias``) are all zero.
     """
-    H, G = _check_qkv(q, k, k)
+    H, G = check_qkv(q, k, k)
     B, _, T, D = q.shape
     S = k.shape[2]
-    _check_mask(mask, (B, H, T, S))
-    _check_mask(bias, (B, H, T, S), "bias")
+    check_mask(mask, (B, H, T, S))
+    check_mask(bias, (B, H, T, S), "bias")
     scale = _resolve_scale(scale, D)
     if softcap is not None:
         check_positive(softcap, "softcap")
@@ -245,7 +199,7 @@ def scaled_dot_product_attention(
         ``out`` of shape ``(B, H, T, Dv)``, or ``(out, weights)`` if ``return_weights``.
         Rows with no allowed key give zero weights and a zero output.
     """
-    H, G = _check_qkv(q, k, v)
+    H, G = check_qkv(q, k, v)
     B, _, T, D = q.shape
     S = k.shape[2]
     if not 0.0 <= dropout_p < 1.0:
@@ -266,8 +220,8 @@ def scaled_dot_product_attention(
         out = torch.matmul(p_g, v).view(B, H, T, v.shape[-1])  # (B, H, T, Dv)
         return (out, weights) if return_weights else out
 
-    _check_mask(mask, (B, H, T, S))
-    _check_mask(bias, (B, H, T, S), "bias")
+    check_mask(mask, (B, H, T, S))
+    check_mask(bias, (B, H, T, S), "bias")
     scale = _resolve_scale(scale, D)
     if is_causal and mask is None and bias is None and T == S:
         # Plain causal self-attention: torch's own flag, no (T, S) tensor at all.

@@ -21,8 +21,8 @@ from torch import nn
 
 from .._checks import check_choice, check_positive, check_positive_int, check_tensor
 from ..norm import MODEL_NORMS, make_norm
+from ._checks import check_mask
 from .functional import (
-    _check_mask,
     attention_weights,
     repeat_kv,
     scaled_dot_product_attention,
@@ -214,7 +214,7 @@ class MultiHeadAttention(nn.Module):
         elif self.causal:
             is_causal = True
         if mask is not None:
-            _check_mask(mask, (B, H, T, S))
+            check_mask(mask, (B, H, T, S))
         mask = combine_masks(structural, mask)
         if self.alibi:
             ab = self._alibi(T, S, x.device, q.dtype)

@@ -19,7 +19,8 @@ import math
 import torch
 
 from .._checks import check_positive_int, check_tensor
-from .functional import _check_qkv, repeat_kv
+from ._checks import check_qkv
+from .functional import repeat_kv
 from .masks import query_positions
 
 __all__ = ["online_softmax", "online_softmax_trace", "tiled_attention", "tile_map"]
@@ -132,7 +133,7 @@ def tiled_attention(
         ``(B, H, T, D)`` output equal to :func:`llmviz.attention.scaled_dot_product_attention`
         (fully masked rows, possible only when ``S < T`` is excluded, do not arise).
     """
-    H, G = _check_qkv(q, k, v)
+    H, G = check_qkv(q, k, v)
     check_positive_int(block_q, "block_q")
     check_positive_int(block_k, "block_k")
     B, _, T, D = q.shape
