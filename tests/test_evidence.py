@@ -275,3 +275,12 @@ def test_run_seeds_with_a_closure_and_a_failing_seed():
 def test_bad_input(call, exc, match):
     with pytest.raises(exc, match=match):
         call()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU present")
+def test_run_seeds_runs_serially_once_cuda_is_initialised():
+    torch.zeros(1, device="cuda")  # a forked child could not use CUDA from here on
+    runs = run_seeds(lambda s: {"v": torch.full((1,), float(s), device="cuda").sum()}, range(3))
+    assert not runs.parallel
+    assert runs.values("v") == [0.0, 1.0, 2.0]
