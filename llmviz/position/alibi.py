@@ -25,7 +25,7 @@ from typing import Sequence
 import torch
 
 from .._checks import check_positive_int
-from .relative import _check_len
+from .relative import relative_positions
 
 __all__ = ["alibi_slopes", "alibi_bias"]
 
@@ -73,7 +73,6 @@ def alibi_bias(
     Returns:
         (H, T, S) float bias to add to the scores before the softmax.
     """
-    S = _check_len(T, S)
     slopes = torch.as_tensor(slopes)
     if slopes.ndim != 1 or slopes.numel() == 0:
         raise ValueError(
@@ -84,9 +83,8 @@ def alibi_bias(
         slopes = slopes.float()
     device = slopes.device if device is None else torch.device(device)
     dtype = slopes.dtype if dtype is None else dtype
-    query_pos = torch.arange(S - T, S, device=device)  # (T,) absolute positions of the queries
-    key_pos = torch.arange(S, device=device)  # (S,)
-    distance = query_pos[:, None] - key_pos[None, :]  # (T, S): i - j, > 0 for past keys
+    # i - j for query i (the last T of S positions) and key j: > 0 for past keys; checks T <= S
+    distance = -relative_positions(T, S, device=device)  # (T, S)
     if not causal:
         distance = distance.abs()
     m = slopes.to(device=device, dtype=dtype)

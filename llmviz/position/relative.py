@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from .._checks import check_positive_int, check_tensor
+from ..attention.masks import query_positions
 
 __all__ = [
     "relative_positions",
@@ -35,24 +36,13 @@ __all__ = [
 ]
 
 
-def _check_len(T: int, S: int | None) -> int:
-    S = T if S is None else S
-    check_positive_int(T, "T", allow_zero=True)
-    check_positive_int(S, "S", allow_zero=True)
-    if S < T:
-        raise ValueError(
-            f"S ({S}) must be >= T ({T}): the queries are the last T of the S key positions"
-        )
-    return S
-
-
 def relative_positions(
     T: int, S: int | None = None, *, device: torch.device | str | None = None
 ) -> torch.Tensor:
     """``j - i`` for every query i (last T of S) and key j: (T, S) long."""
-    S = _check_len(T, S)
-    query_pos = torch.arange(S - T, S, device=device)  # (T,)
-    return torch.arange(S, device=device)[None, :] - query_pos[:, None]  # (T, S)
+    query_pos = query_positions(T, S, device=device)  # (T,); checks 0 <= T <= S
+    key_pos = torch.arange(T if S is None else S, device=device)  # (S,)
+    return key_pos[None, :] - query_pos[:, None]  # (T, S)
 
 
 # ----------------------------------------------------------------------------- Shaw

@@ -32,12 +32,8 @@ import torch
 from torch import nn
 
 from .._checks import check_choice, check_positive_int, check_tensor
-from .rope_scaling import (
-    SCALING_KINDS,
-    RopeScaling,
-    _base_inv_freq,
-    scaled_frequencies,
-)
+from ._common import base_inv_freq
+from .rope_scaling import SCALING_KINDS, RopeScaling, scaled_frequencies
 
 __all__ = [
     "LAYOUTS",
@@ -104,7 +100,7 @@ def rope_frequencies(
     if not base > 1:
         raise ValueError(f"base must be > 1, got {base}")
     if scaling is None:
-        return _base_inv_freq(base, dim, device), 1.0
+        return base_inv_freq(base, dim, device), 1.0
     if not isinstance(scaling, RopeScaling):
         raise TypeError(
             f"scaling must be a RopeScaling or None, got {type(scaling).__name__}; "

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from .._checks import check_choice
+from ._common import base_inv_freq
 
 __all__ = ["HF_ROPE_TYPES", "SCALING_KINDS", "RopeScaling", "scaled_frequencies"]
 
@@ -247,12 +248,6 @@ def _hf_rope_params(source: Any, max_pos: int | None) -> tuple[dict[str, Any], i
     return params, max_pos
 
 
-def _base_inv_freq(base: float, dim: int, device: Any) -> torch.Tensor:
-    # theta_i = base ** (-2i / dim), i = 0 .. dim/2 - 1; float32 like the reference
-    exponent = torch.arange(0, dim, 2, dtype=torch.int64, device=device).float() / dim
-    return 1.0 / (base**exponent)
-
-
 def _ntk_exponent(dim: int, kind: str) -> float:
     if dim <= 2:
         raise ValueError(f"{kind} scaling needs rotary_dim >= 4, got {dim}")
@@ -266,19 +261,19 @@ def scaled_frequencies(
     factor, kind = scaling.factor, scaling.kind
     orig = scaling.original_max_position_embeddings
     if kind == "linear":
-        return _base_inv_freq(base, dim, device) / factor, 1.0
+        return base_inv_freq(base, dim, device) / factor, 1.0
     if kind == "ntk":
-        return _base_inv_freq(base * factor ** _ntk_exponent(dim, kind), dim, device), 1.0
+        return base_inv_freq(base * factor ** _ntk_exponent(dim, kind), dim, device), 1.0
     if kind == "dynamic":
         length = orig if seq_len is None else max(int(seq_len), orig)
         stretch = factor * length / orig - (factor - 1)
-        return _base_inv_freq(base * stretch ** _ntk_exponent(dim, kind), dim, device), 1.0
+        return base_inv_freq(base * stretch ** _ntk_exponent(dim, kind), dim, device), 1.0
     if kind == "yarn":
         return _yarn(base, dim, scaling, device)
     if kind == "proportional":
         # the first n pairs keep base ** (-2i / R), the other R/2 - n stand still
         n_turning = int(scaling.rotated_fraction * dim // 2)
-        inv_freq = _base_inv_freq(base, dim, device)
+        inv_freq = base_inv_freq(base, dim, device)
         inv_freq[n_turning:] = 0.0
         return inv_freq / factor, 1.0
     return _llama3(base, dim, scaling, device)
@@ -315,7 +310,7 @@ def _yarn(base: float, dim: int, s: RopeScaling, device: Any) -> tuple[torch.Ten
 
 
 def _llama3(base: float, dim: int, s: RopeScaling, device: Any) -> tuple[torch.Tensor, float]:
-    inv_freq = _base_inv_freq(base, dim, device)
+    inv_freq = base_inv_freq(base, dim, device)
     orig, factor = s.original_max_position_embeddings, s.factor
     low_wavelen = orig / s.low_freq_factor  # longer than this: fully interpolated
     high_wavelen = orig / s.high_freq_factor  # shorter than this: untouched
