@@ -20,7 +20,7 @@ import json
 import math
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +152,7 @@ class Claim:
 
     text: str
     estimate: Estimate
+    _: KW_ONLY  # everything after the claim and its estimate is passed by name
     threshold: float = 0.0
     direction: Direction = ">"
     quantity: str = "effect"
