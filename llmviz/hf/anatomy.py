@@ -125,6 +125,13 @@ class Anatomy:
         frame = pd.DataFrame([vars(layer) for layer in self.layers]).set_index("index")
         return frame.astype({"window": "Int64", "rotary_dim": "Int64"})  # None stays missing
 
+    def plot(self, *, ax=None):
+        """Draw the model as a block diagram (:func:`llmviz.plots.anatomy.plot_anatomy`);
+        returns the ``Axes``."""
+        from ..plots.anatomy import plot_anatomy
+
+        return plot_anatomy(self, ax=ax)
+
     def _repr_html_(self) -> str:
         return self.to_frame().to_html(index=False)
 
