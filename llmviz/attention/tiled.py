@@ -83,17 +83,17 @@ def tile_map(
 
     Returns:
         ``(ceil(T / block_q), ceil(S / block_k))`` long tensor: 0 = skipped, 1 = computed with a
-        partial mask (crosses the diagonal), 2 = computed in full. The number of nonzero
-        entries equals ``tiled_attention(..., return_stats=True)[1]["tiles"]``.
+        partial mask (crosses the diagonal), 2 = computed in full. :func:`tiled_attention`
+        follows this map, so its nonzero entries are the ``"tiles"`` it reports.
     """
     check_positive_int(block_q, "block_q")
     check_positive_int(block_k, "block_k")
     S = T if S is None else S
-    q_pos = query_positions(T, S)  # (T,)
     n_q, n_k = math.ceil(T / block_q), math.ceil(S / block_k)
     status = torch.full((n_q, n_k), 2, dtype=torch.long)
     if not causal:
         return status
+    q_pos = query_positions(T, S)  # (T,)
     for i in range(n_q):
         first_q = int(q_pos[i * block_q])
         last_q = int(q_pos[min((i + 1) * block_q, T) - 1])
@@ -143,23 +143,23 @@ def tiled_attention(
     scale = 1.0 / math.sqrt(D) if scale is None else scale
     k, v = repeat_kv(k, H // G), repeat_kv(v, H // G)  # (B, H, S, D)
     out = torch.empty(B, H, T, v.shape[-1], dtype=q.dtype, device=q.device)
-    offset = S - T  # query i sits at key position offset + i
+    status = tile_map(T, S, block_q=block_q, block_k=block_k, causal=causal).tolist()
+    q_positions = query_positions(T, S, device=q.device) if causal else None  # (T,)
     tiles = skipped = 0
-    for qs in range(0, T, block_q):
+    for i, qs in enumerate(range(0, T, block_q)):
         qb = q[:, :, qs : qs + block_q] * scale  # (B, H, bq, D)
         bq = qb.shape[2]
         m = torch.full((B, H, bq, 1), float("-inf"), dtype=q.dtype, device=q.device)
         l = torch.zeros_like(m)
         acc = torch.zeros(B, H, bq, v.shape[-1], dtype=q.dtype, device=q.device)
-        last_pos = offset + qs + bq - 1  # largest query position in this tile
-        for ks in range(0, S, block_k):
-            if causal and ks > last_pos:
+        for j, ks in enumerate(range(0, S, block_k)):
+            if status[i][j] == 0:  # every key after every query of the tile
                 skipped += 1
                 continue
             tiles += 1
             s = qb @ k[:, :, ks : ks + block_k].transpose(-1, -2)  # (B, H, bq, bk)
-            if causal:
-                q_pos = torch.arange(offset + qs, offset + qs + bq, device=q.device)[:, None]
+            if status[i][j] == 1:  # the tile crosses the diagonal: mask its future keys
+                q_pos = q_positions[qs : qs + bq, None]
                 k_pos = torch.arange(ks, ks + s.shape[-1], device=q.device)[None, :]
                 s = s.masked_fill(k_pos > q_pos, float("-inf"))  # (bq, bk) broadcast
             m_new = torch.maximum(m, s.amax(-1, keepdim=True))  # (B, H, bq, 1)
