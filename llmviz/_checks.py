@@ -21,11 +21,18 @@ def check_tensor(
     name: str,
     *,
     ndim: int | Iterable[int] | None = None,
+    min_ndim: int | None = None,
     floating: bool = False,
 ) -> torch.Tensor:
-    """Raise a clear ``TypeError``/``ValueError`` unless ``x`` is a tensor of the given rank."""
+    """Raise a clear ``TypeError``/``ValueError`` unless ``x`` is a tensor of the given rank.
+
+    ``ndim`` lists the allowed ranks; ``min_ndim`` asks for at least that many dimensions (a
+    0-d tensor has no last axis to normalise, soft-max or index).
+    """
     if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+        hint = "; wrap it with torch.as_tensor(...)" if isinstance(x, (list, tuple)) or hasattr(
+            x, "__array__") else ""
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}{hint}")
     if ndim is not None:
         allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
         if x.ndim not in allowed:
@@ -33,6 +40,11 @@ def check_tensor(
             raise ValueError(
                 f"{name} must have {want} dimensions, got shape {tuple(x.shape)} ({x.ndim} dims)"
             )
+    if min_ndim is not None and x.ndim < min_ndim:
+        raise ValueError(
+            f"{name} must have at least {min_ndim} dimension(s), got shape {tuple(x.shape)} "
+            f"({x.ndim} dims)"
+        )
     if floating and not x.is_floating_point():
         raise TypeError(
             f"{name} must be a floating-point tensor, got dtype {x.dtype}; "

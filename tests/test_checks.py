@@ -22,6 +22,17 @@ def test_check_tensor_messages():
     assert _checks.check_tensor(x, "q", ndim=4, floating=True) is x
 
 
+def test_check_tensor_min_ndim_and_array_hint():
+    with pytest.raises(ValueError, match=r"logits must have at least 1 dimension\(s\), got shape \(\) \(0 dims\)"):
+        _checks.check_tensor(torch.tensor(1.0), "logits", min_ndim=1)
+    with pytest.raises(TypeError, match=r"x must be a torch.Tensor, got ndarray; wrap it with torch.as_tensor"):
+        _checks.check_tensor(np.zeros(3), "x")
+    with pytest.raises(TypeError, match=r"x must be a torch.Tensor, got NoneType$"):
+        _checks.check_tensor(None, "x")
+    x = torch.zeros(2, 3)
+    assert _checks.check_tensor(x, "x", min_ndim=2) is x
+
+
 def test_check_choice_and_positive():
     with pytest.raises(ValueError, match=r"layout='diag' is not supported; choose one of \('half', 'interleaved'\)"):
         _checks.check_choice("diag", "layout", ("half", "interleaved"))
