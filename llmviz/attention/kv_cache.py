@@ -23,7 +23,9 @@ class KVCache:
 
     ``update(layer_idx, k, v)`` appends the new ``(B, G, T, D)`` keys/values along the sequence
     axis and returns everything cached for that layer, ``(B, G, S, D)`` with ``S`` = old + T.
-    Layers are created on first use, in order.
+    Layers are created on first use, in order. Keys and values keep the dtype and device of
+    the first update of their layer: a later update in another dtype (or on another device)
+    raises ``TypeError`` rather than being promoted by ``torch.cat``.
     """
 
     def __init__(self) -> None:
@@ -43,6 +45,11 @@ class KVCache:
             raise ValueError(
                 f"k {tuple(k.shape)} and v {tuple(v.shape)} must agree in (B, G, T)"
             )
+        if k.dtype != v.dtype:
+            raise TypeError(
+                f"k ({k.dtype}) and v ({v.dtype}) must share a dtype; cast the model once "
+                "(model.to(dtype)) instead of mixing precisions"
+            )
         if layer_idx == len(self.keys):
             self.keys.append(k)
             self.values.append(v)
@@ -57,6 +64,12 @@ class KVCache:
             raise ValueError(
                 f"layer {layer_idx}: new k {tuple(k.shape)} does not match cached "
                 f"{tuple(old_k.shape)} in (B, G, ., D)"
+            )
+        if old_k.dtype != k.dtype or old_k.device != k.device:
+            raise TypeError(
+                f"layer {layer_idx}: new k/v are {k.dtype} on {k.device} but the cache holds "
+                f"{old_k.dtype} on {old_k.device}; a cache never converts (torch.cat would "
+                "silently promote): start a new cache after model.to(...)"
             )
         self.keys[layer_idx] = torch.cat([old_k, k], dim=2)  # (B, G, S, D)
         self.values[layer_idx] = torch.cat([self.values[layer_idx], v], dim=2)  # (B, G, S, Dv)

@@ -65,8 +65,11 @@ def moments(x: Tensor, dims: tuple[int, ...], w: Tensor | None) -> tuple[Tensor,
 
 
 def affine(y: Tensor, weight: Tensor | None, bias: Tensor | None) -> Tensor:
+    """``y * weight + bias``, returned in ``y``'s dtype: a float32 gain applied to bfloat16 or
+    float16 activations (a module left in float32, or mixed precision) must not promote them."""
+    dtype = y.dtype
     if weight is not None:
         y = y * weight
     if bias is not None:
         y = y + bias
-    return y
+    return y.to(dtype)

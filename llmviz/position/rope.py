@@ -259,7 +259,8 @@ class RotaryEmbedding(nn.Module):
     """RoPE for the queries and keys of one attention layer.
 
     Holds ``inv_freq`` as a non-persistent buffer (so it follows ``.to(device)`` and never
-    enters a state dict) and rotates q and k with the same cos/sin.
+    enters a state dict; it stays float32 under ``.to(torch.bfloat16)``/``.half()``) and rotates
+    q and k with the same cos/sin, computed in float32 and cast to the query dtype.
 
     Args:
         head_dim: D, features per head.
@@ -292,6 +293,21 @@ class RotaryEmbedding(nn.Module):
             head_dim, base=base, rotary_dim=rotary_dim, scaling=scaling
         )
         self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def _apply(self, fn, recurse: bool = True):
+        """Follow ``.to(device)`` but keep ``inv_freq`` in float32 (or float64) whatever the
+        module dtype, as Hugging Face does: ``model.to(torch.bfloat16)`` would otherwise round
+        the frequencies to 8 bits, and the angle ``position * inv_freq`` at position 4095 would
+        be off by up to 0.7 rad. The angles are computed in float32 from these frequencies and
+        only cos/sin are cast to the query dtype (:meth:`cos_sin`)."""
+        super()._apply(fn, recurse)
+        if self.inv_freq.dtype not in (torch.float32, torch.float64):
+            inv_freq, _ = rope_frequencies(
+                self.head_dim, base=self.base, rotary_dim=self.rotary_dim, scaling=self.scaling,
+                device=self.inv_freq.device,
+            )
+            self.inv_freq = inv_freq
+        return self
 
     @property
     def dynamic(self) -> bool:
