@@ -13,7 +13,7 @@ from typing import Any, Iterable
 
 import torch
 
-__all__ = ["check_tensor", "check_choice", "check_positive", "check_positive_int"]
+__all__ = ["check_tensor", "check_choice", "check_real", "check_positive", "check_positive_int"]
 
 
 def check_tensor(
@@ -58,6 +58,19 @@ def check_choice(value: Any, name: str, choices: Iterable[Any]) -> Any:
     choices = tuple(choices)
     if value not in choices:
         raise ValueError(f"{name}={value!r} is not supported; choose one of {choices}")
+    return value
+
+
+def check_real(value: Any, name: str) -> Any:
+    """Raise unless ``value`` is a finite real number (``bool`` is not); the range is the caller's.
+
+    For arguments with a range of their own (``top_p`` in (0, 1]): this check first, so that a
+    tensor, a string or NaN gets a clear message instead of a failed comparison.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
     return value
 
 

@@ -22,6 +22,16 @@ def test_check_tensor_messages():
     assert _checks.check_tensor(x, "q", ndim=4, floating=True) is x
 
 
+def test_check_real():
+    assert _checks.check_real(-0.5, "top_p") == -0.5  # the range is the caller's
+    with pytest.raises(TypeError, match=r"top_p must be a real number, got Tensor"):
+        _checks.check_real(torch.tensor([0.5, 0.9]), "top_p")
+    with pytest.raises(TypeError, match="top_p must be a real number, got bool True"):
+        _checks.check_real(True, "top_p")
+    with pytest.raises(ValueError, match="top_p must be finite, got nan"):
+        _checks.check_real(math.nan, "top_p")
+
+
 def test_check_tensor_min_ndim_and_array_hint():
     with pytest.raises(ValueError, match=r"logits must have at least 1 dimension\(s\), got shape \(\) \(0 dims\)"):
         _checks.check_tensor(torch.tensor(1.0), "logits", min_ndim=1)
