@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import llmviz.explore as explore_pkg  # noqa: E402
 from llmviz.explore import Explorer  # noqa: E402
-from llmviz.explore._core import _unflatten  # noqa: E402
+from llmviz.explore._render import unflatten  # noqa: E402
 from llmviz.training.bench import header  # noqa: E402
 
 TARGET_S = 0.100
@@ -65,7 +65,7 @@ def _update(ex: Explorer, params: dict) -> tuple[float, float]:
     t1 = time.perf_counter()
     fig = go.Figure(data=frame.traces, layout=ex._base_layout())
     if frame.layout:
-        fig.update_layout(_unflatten(frame.layout))
+        fig.update_layout(unflatten(frame.layout))
     return t1 - t0, time.perf_counter() - t1
 
 
