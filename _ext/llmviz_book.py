@@ -173,7 +173,7 @@ def _on_merge(app: Sphinx, env, docnames, other) -> None:
     _pages(env).update(_pages(other) & set(docnames))
 
 
-def _on_env_updated(app: Sphinx, env) -> list[str]:
+def _on_env_get_updated(app: Sphinx, env) -> list[str]:
     # Rewrite the claims page on every build: any document may have changed its claims.
     return sorted(_pages(env))
 
@@ -292,7 +292,7 @@ def setup(app: Sphinx) -> dict:
     app.connect("doctree-read", _on_doctree_read)
     app.connect("env-purge-doc", _on_purge)
     app.connect("env-merge-info", _on_merge)
-    app.connect("env-get-updated", _on_env_updated)
+    app.connect("env-get-updated", _on_env_get_updated)
     app.connect("doctree-resolved", _on_doctree_resolved)
     app.connect("html-page-context", _on_page_context)
     app.connect("build-finished", _on_build_finished)

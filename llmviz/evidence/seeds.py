@@ -14,6 +14,9 @@ is already initialised (a forked child cannot use it), when ``processes=1``, or 
 single seed. Either way the results come back in the order of ``seeds``, and a seed gives the
 same numbers in both modes, on any number of cores, as long as ``fn`` seeds its own generators
 from ``seed``.
+
+Return what a run measured rather than printing it: in a Jupyter kernel the workers' printed
+lines reach the notebook in pieces.
 """
 
 from __future__ import annotations
