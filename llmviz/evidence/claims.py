@@ -92,13 +92,18 @@ def _json_number(v: float) -> float | None:
 
 
 class _Text:
-    """Glued as plain text: ``{glue:text}`` shows ``repr``, which for a str adds quotes."""
+    """Text to glue exactly as written.
+
+    ``{glue:text}`` passes the glued ``text/plain`` through ``ast.literal_eval``: a bare
+    ``+0.042`` would come out as ``0.042`` and ``3e-04`` as ``0.0003``. The quoted form
+    evaluates to the string itself, so the prose shows what was formatted here.
+    """
 
     def __init__(self, text: str) -> None:
         self.text = text
 
     def __repr__(self) -> str:
-        return self.text
+        return repr(self.text)
 
     def _repr_markdown_(self) -> str:
         return self.text

@@ -125,17 +125,18 @@ def test_executed_notebook_registers_its_claims_and_survives_the_execution_cache
     (src / "index.md").write_text("# Book\n\n```{toctree}\nch\nclaims\n```\n")
     (src / "claims.md").write_text("# Claims\n\n```{llmviz-claims}\n```\n")
     code = (
-        "from llmviz.evidence import Claim, glue_number, summarize\n"
-        "c = Claim('x is positive', summarize([1.0, 1.2, 0.9]), id='x', device='cpu')\n"
-        "c.glue('ch_x')\nglue_number('ch_x_seeds', 3, 'd')\nc"
+        "from llmviz.evidence import Claim, glue_number, paired, summarize\n"
+        "c = Claim('x is positive', paired([2.0, 2.2, 1.9], [1.0, 1.0, 1.0]), id='x', "
+        "device='cpu')\nc.glue('ch_x')\nglue_number('ch_x_lr', 3e-4, '.0e')\nc"
     )
     prose = ("Verdict: {glue:text}`ch_x_verdict`; effect {glue:text}`ch_x_effect`; "
-             "interval {glue:text}`ch_x_interval`; seeds {glue:text}`ch_x_seeds`.")
+             "interval {glue:text}`ch_x_interval`; learning rate {glue:text}`ch_x_lr`.")
     _code_notebook(src / "ch.ipynb", "Chapter", code, prose)
     page = _build(src, out)
     chapter = re.sub(r"<[^>]+>", "", (out / "ch.html").read_text())
-    assert "Verdict: holds; effect 1.03; interval [" in chapter  # glued, no quotes
-    assert "; seeds 3." in chapter
+    # glued exactly as formatted: no quotes, the sign and the exponent kept
+    assert "Verdict: holds; effect +1.03; interval [" in chapter
+    assert "; learning rate 3e-04." in chapter
     assert [r[0] for r in ROW.findall(page)] == ["x"]
     record_file = src / "_claims" / "ch.jsonl"
     record = json.loads(record_file.read_text())
