@@ -33,8 +33,30 @@ def generate(
     sampler: Callable[[torch.Tensor], torch.Tensor] | None = None,
     generator: torch.Generator | None = None,
     use_cache: bool = True,
+    attention_mask: torch.Tensor | None = None,
+    eos_token_id: int | None = None,
+    pad_token_id: int | None = None,
 ) -> torch.Tensor:
     """Extend ``input_ids`` ``(B, T)`` by ``max_new_tokens`` tokens; returns ``(B, T + new)``.
+
+    **Batches of prompts of different lengths** are left-padded, with ``attention_mask``
+    (Hugging Face convention, ``(B, T)``, 1 = real token, 0 = padding; padding first). Each row
+    then gets its own positions (``cumsum(attention_mask) - 1``, so its first real token is at
+    position 0), padding is never attended to, and greedy decoding gives each row exactly the
+    tokens its prompt gives alone (tested for MHA/GQA, sliding window, ALiBi, learned positions
+    and every RoPE scaling). Relative structures (sliding window, ALiBi) are built over indices,
+    which equal position differences between the real tokens of a left-padded row.
+
+    With ``eos_token_id`` a row stops when it emits it: later tokens of that row are
+    ``pad_token_id`` (default: ``eos_token_id``), and generation ends early once every row has
+    stopped, so the result may be shorter than ``T + max_new_tokens``.
+
+    Dynamic NTK scaling is the one exception to "cache equals full forward": its frequencies
+    depend on the length reached, so once the sequence passes the trained length, keys already
+    in the cache keep the rotation of the length at which they were computed, while a full
+    forward re-rotates every key. Hugging Face behaves the same way. In a padded batch the
+    length is that of the longest row, so shorter rows may also differ from their run alone
+    past the trained length.
 
     With ``use_cache`` the prompt is run once and then one token per step through the KV cache
     (each step costs O(S) instead of re-running the whole prefix); without it every step
@@ -49,8 +71,18 @@ def generate(
         sampler: optional ``logits (B, V) -> ids (B,)`` replacing the built-in sampling.
         generator: a seeded ``torch.Generator`` for reproducible draws.
         use_cache: decode with a KV cache.
+        attention_mask: ``(B, T)`` 1 = real token, 0 = left padding; None = no padding.
+        eos_token_id: a row stops after emitting this id.
+        pad_token_id: written after a row stopped (default ``eos_token_id``).
     """
     check_tensor(input_ids, "input_ids", ndim=2)
+    if input_ids.is_floating_point() or input_ids.dtype == torch.bool:
+        raise TypeError(f"input_ids must be integer token ids, got dtype {input_ids.dtype}")
+    if input_ids.shape[1] == 0:
+        raise ValueError(
+            f"the prompt is empty (input_ids has shape {tuple(input_ids.shape)}); give at least "
+            "one token, e.g. a beginning-of-sequence id"
+        )
     check_positive_int(max_new_tokens, "max_new_tokens", allow_zero=True)
     limit = getattr(getattr(model, "config", None), "max_seq_len", None)
     uses_table = getattr(getattr(model, "config", None), "position", None) == "learned"
@@ -60,9 +92,25 @@ def generate(
             f"max_seq_len ({limit}) of the learned position table"
         )
 
+    if attention_mask is not None:
+        attention_mask = _check_left_padded(attention_mask, input_ids)
+    if pad_token_id is None:
+        pad_token_id = eos_token_id
+    for name, value in (("eos_token_id", eos_token_id), ("pad_token_id", pad_token_id)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise ValueError(f"{name} must be a non-negative int token id or None, got {value!r}")
+
     def pick(logits: torch.Tensor) -> torch.Tensor:
         if sampler is not None:
-            return sampler(logits)
+            ids = sampler(logits)
+            if not isinstance(ids, torch.Tensor) or ids.is_floating_point() or ids.shape != logits.shape[:1]:
+                got = (f"{ids.dtype} {tuple(ids.shape)}" if isinstance(ids, torch.Tensor)
+                       else type(ids).__name__)
+                raise TypeError(
+                    f"sampler must return (B,) = {tuple(logits.shape[:1])} integer token ids, "
+                    f"got {got}; e.g. return torch.multinomial(probs, 1)[:, 0]"
+                )
+            return ids
         return sample(logits, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                       generator=generator)
 
@@ -72,11 +120,54 @@ def generate(
         out = input_ids
         cache = KVCache() if use_cache else None
         step_input = input_ids
+        mask = attention_mask  # (B, S) over everything so far, or None
+        positions = None if mask is None else (mask.cumsum(-1) - 1).clamp_min(0)  # (B, T)
+        step_positions = positions
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
         for _ in range(max_new_tokens):
-            logits = model(step_input if use_cache else out, cache=cache).logits[:, -1]  # (B, V)
+            kw = {} if mask is None else {"attention_mask": mask, "positions": step_positions}
+            if use_cache:
+                logits = model(step_input, cache=cache, **kw).logits[:, -1]  # (B, V)
+            else:
+                if mask is not None:
+                    kw["positions"] = positions
+                logits = model(out, **kw).logits[:, -1]  # (B, V)
             nxt = pick(logits.float()).to(out.device)  # (B,)
+            if eos_token_id is not None:
+                nxt = torch.where(done, torch.full_like(nxt, pad_token_id), nxt)
+                done = done | (nxt == eos_token_id)
             out = torch.cat([out, nxt[:, None]], dim=1)
             step_input = nxt[:, None]
+            if mask is not None:
+                mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)  # (B, S + 1)
+                step_positions = positions[:, -1:] + 1  # (B, 1)
+                positions = torch.cat([positions, step_positions], dim=1)
+            if eos_token_id is not None and bool(done.all()):  # one read per step, as HF
+                break
     finally:
         model.train(was_training)
     return out
+
+
+def _check_left_padded(attention_mask: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:
+    """Validate a HF ``(B, T)`` attention_mask for generation (read once, before decoding)."""
+    check_tensor(attention_mask, "attention_mask", ndim=2)
+    if attention_mask.shape != input_ids.shape:
+        raise ValueError(
+            f"attention_mask {tuple(attention_mask.shape)} must have the shape of input_ids "
+            f"{tuple(input_ids.shape)}"
+        )
+    if attention_mask.is_floating_point() or attention_mask.is_complex():
+        raise TypeError(
+            f"attention_mask must hold integers or bools (1 = real token, 0 = pad), got dtype "
+            f"{attention_mask.dtype}"
+        )
+    m = attention_mask.long()
+    if bool(((m != 0) & (m != 1)).any()):
+        raise ValueError("attention_mask must contain only 0 (pad) and 1 (real token)")
+    if bool((m[:, -1] == 0).any()) or bool((m[:, 1:] < m[:, :-1]).any()):
+        raise ValueError(
+            "generate() needs left padding: each row of attention_mask must be 0s then 1s and "
+            "end with a real token; pad prompts on the left (tokenizer.padding_side = 'left')"
+        )
+    return m.to(input_ids.device)

@@ -7,7 +7,11 @@ for (its ``longrope`` type is not modelled; ``from_hf`` refuses it):
 
 * ``linear`` (position interpolation, Chen et al. 2023): every frequency divided by ``factor``;
 * ``ntk`` (bloc97 2023): base multiplied by ``factor ** (R / (R - 2))``;
-* ``dynamic`` (dynamic NTK): the NTK base change sized to the current length;
+* ``dynamic`` (dynamic NTK): the NTK base change sized to the current length. With a KV cache
+  this is the one scheme where decoding differs from a full forward once the sequence passes
+  the trained length: cached keys keep the rotation of the length at which they were computed,
+  while a full forward rotates every key with the new frequencies (Hugging Face behaves the
+  same; ``tests/model/test_generation_padded.py`` shows the difference);
 * ``yarn`` (Peng et al. 2023): ramp between interpolated and original frequencies by wavelength,
   cos/sin scaled by ``0.1 ln(factor) + 1``;
 * ``llama3`` (Meta 2024): long wavelengths divided by ``factor``, short ones kept, smooth between;
