@@ -84,7 +84,7 @@ def claims_file(chapter: str) -> Path | None:
     base = os.environ.get(CLAIMS_DIR_ENV)
     if not base:
         return None
-    return Path(base) / f"{_slug(chapter.replace('/', '__'))}.jsonl"
+    return Path(base) / f"{_slug(chapter)}.jsonl"
 
 
 def _json_number(v: float) -> float | None:
