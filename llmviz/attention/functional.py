@@ -12,9 +12,15 @@ Conventions (see :mod:`llmviz.attention` for the module built on these):
   *consecutive* query heads: query head ``h`` uses kv head ``h // (H // G)``, exactly like
   Hugging Face's ``repeat_kv``. ``G = 1`` is multi-query attention (Shazeer 2019), ``G = H``
   is ordinary multi-head attention (Vaswani et al. 2017).
-* **Fully masked rows** (a query that may attend to no key): the softmax over an empty set is
-  undefined and a naive implementation returns NaN. Here such a row gets **zero weights and a
-  zero output** in both the reference and the fused path.
+* **Fully masked rows** (a query that may attend to no key, through ``mask`` or ``-inf`` in
+  ``bias``): the softmax over an empty set is undefined and a naive implementation returns NaN.
+  Here such a row gets **zero weights and a zero output** on every path (reference, fused,
+  and :class:`llmviz.position.relative.ShawRelativePosition`).
+* **Blocked keys never contribute, whatever they hold**: a key that no query may attend to
+  (padding, a ``-inf`` bias column) has its key and value replaced by zeros first, so an
+  ``inf``/NaN there cannot leak through ``0 * inf``. (A key that some query may see is
+  used as is: an ``inf`` there reaches the queries that see it, as it should.) Both rules are
+  applied with ``masked_fill`` on the device, never by reading values back to the host.
 * Soft-capping (Gemma 2): ``scores = cap * tanh(scores / cap)`` before masking.
 
 Two paths compute the same thing: the *reference* path, written out
@@ -82,6 +88,24 @@ def _empty_rows(mask: torch.Tensor) -> torch.Tensor:
     return mask.view(torch.uint8).amax(dim=-1, keepdim=True) == 0  # (..., T, 1)
 
 
+def _dead_keys(mask: torch.Tensor | None, bias: torch.Tensor | None) -> torch.Tensor | None:
+    """``(B or 1, 1, S, 1)`` bool: keys that no query of any head may attend to (blocked by
+    ``mask`` or by ``-inf`` in ``bias`` everywhere), e.g. padding; None without mask and bias.
+
+    Their keys and values are replaced by zeros before use, so that whatever they hold (even
+    ``inf``/NaN) cannot reach an output through ``0 * inf``. Computed on the device.
+    """
+    allowed = mask
+    if bias is not None:
+        finite = bias != float("-inf")
+        allowed = finite if allowed is None else allowed & finite
+    if allowed is None:
+        return None
+    allowed = allowed[(None,) * (4 - allowed.ndim)]  # (b, h, t, S)
+    alive = allowed.any(dim=2).any(dim=1)  # (b, S)
+    return ~alive[:, None, :, None]  # (b, 1, S, 1)
+
+
 def _causal_structure(T: int, S: int, device: torch.device) -> torch.Tensor | None:
     """The explicit causal mask for ``is_causal`` (queries = last T of S keys); None if T == 1."""
     if S < T:
@@ -137,6 +161,9 @@ def attention_weights(
     scale = _resolve_scale(scale, D)
     if softcap is not None:
         check_positive(softcap, "softcap")
+    dead = _dead_keys(mask, bias)
+    if dead is not None:
+        k = k.masked_fill(dead, 0.0)  # a blocked key never contributes, whatever it holds
     # Grouped queries without copying k: fold the H // G query heads of a group into rows.
     q_g = (q * scale).reshape(B, G, (H // G) * T, D)  # (B, G, H/G*T, D)
     scores = torch.matmul(q_g, k.transpose(-1, -2)).view(B, H, T, S)  # (B, H, T, S)
@@ -216,6 +243,9 @@ def scaled_dot_product_attention(
             q, k, mask=mask, bias=bias, scale=scale, softcap=softcap, is_causal=is_causal
         )
         dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
+        dead = _dead_keys(mask, bias)
+        if dead is not None:
+            v = v.masked_fill(dead, 0.0)  # zero weight times inf would still be NaN
         p_g = dropped.reshape(B, G, (H // G) * T, S)  # (B, G, H/G*T, S)
         out = torch.matmul(p_g, v).view(B, H, T, v.shape[-1])  # (B, H, T, Dv)
         return (out, weights) if return_weights else out
@@ -228,6 +258,9 @@ def scaled_dot_product_attention(
         return F.scaled_dot_product_attention(
             q, k, v, dropout_p=dropout_p, is_causal=True, scale=scale, enable_gqa=G != H
         )  # (B, H, T, Dv)
+    dead = _dead_keys(mask, bias)
+    if dead is not None:  # blocked keys never contribute, whatever they hold
+        k, v = k.masked_fill(dead, 0.0), v.masked_fill(dead, 0.0)
     if is_causal:  # T < S (chunked prefill; T = 1 needs nothing) or combined with mask/bias
         structure = _causal_structure(T, S, q.device)
         if structure is not None:
