@@ -1,0 +1,75 @@
+"""torch.compile against eager for every preset: full forward and one KV-cache decode step.
+
+The forward has no host reads (``tests/model/test_compile.py`` compiles each preset with
+``fullgraph=True``), so inductor sees one graph per call. Ratios are compiled / eager: < 1
+means compiling pays. Compile time is paid in the warm-up and not timed.
+
+Run: ``python benchmarks/bench_compile.py [--presets llama2 gpt2] [--batch 4] [--seq 128]
+[--threads 1] [--layers 2] [--width 64]``. Toy presets (byte vocabulary) at the given width.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make `llmviz` importable from a checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch
+
+from llmviz.attention.kv_cache import KVCache
+from llmviz.model.lm import DecoderLM
+from llmviz.model.presets import PRESETS, preset
+from llmviz.training.bench import compare, header
+
+
+def _snapshot(cache: KVCache) -> KVCache:
+    """A cache holding the same tensors (update() concatenates, so the original is untouched)."""
+    fresh = KVCache()
+    fresh.keys, fresh.values = list(cache.keys), list(cache.values)
+    return fresh
+
+
+def main(argv: list[str] | None = None) -> list:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--presets", nargs="*", default=sorted(PRESETS))
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--width", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    print(header(f"torch.compile (inductor) vs eager: B={args.batch}, T={args.seq}, "
+                 f"{args.layers} layers, C={args.width}, float32"))
+    rows = []
+    for name in args.presets:
+        torch.manual_seed(0)
+        cfg = preset(name, n_layers=args.layers, d_model=args.width)
+        model = DecoderLM(cfg).to(dev).eval()
+        compiled = torch.compile(model, fullgraph=True)
+        ids = torch.randint(0, cfg.vocab_size, (args.batch, args.seq), device=dev)
+        step = ids[:, -1:]
+        with torch.no_grad():
+            prefix = model.new_cache()
+            model(ids[:, :-1], cache=prefix)
+        rows.append(compare(
+            f"{name}: full forward", lambda: compiled(ids).logits, lambda: model(ids).logits,
+            ours_name="compiled", peer_name="eager", threads=args.threads, repeats=args.repeats,
+        ))
+        print(rows[-1])
+        rows.append(compare(
+            f"{name}: decode step (S={args.seq})",
+            lambda: compiled(step, cache=_snapshot(prefix)).logits,
+            lambda: model(step, cache=_snapshot(prefix)).logits,
+            ours_name="compiled", peer_name="eager", threads=args.threads, repeats=args.repeats,
+        ))
+        print(rows[-1])
+    return rows
+
+
+if __name__ == "__main__":
+    main()
