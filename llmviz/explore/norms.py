@@ -14,7 +14,6 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 
-# depth_profiles is also imported from here by chapter 11 until it imports llmviz.analysis.
 from ..analysis.profiles import depth_profiles
 from ..ffn import activation_curve, gelu, relu, swish
 from ..model.config import ModelConfig
