@@ -3,9 +3,9 @@
 * :func:`architecture_explorer`: depth, width, heads and kv heads -> parameters by component,
   FLOPs per token and KV-cache memory against context, for a Llama-style decoder.
 * :func:`zoo_explorer`: a column of the model table and a year -> how many models used each
-  choice that year and up to it (data from :mod:`llmviz.zoo`).
+  choice that year and up to it (data from :mod:`llmviz.model.zoo`).
 * :func:`sampling_explorer`: temperature, top-k, top-p and min-p -> which tokens survive and
-  the distribution a sample is drawn from (computed by :mod:`llmviz.sampling`).
+  the distribution a sample is drawn from (computed by :mod:`llmviz.model.sampling`).
 
 Frame functions are pure and fast (closed-form counts; one softmax over a short vocabulary)
 and always return the same number of traces.

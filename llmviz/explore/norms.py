@@ -177,7 +177,7 @@ def placement_frame(placement: str = "pre", n_layers: int = 12) -> Frame:
 def placement_explorer() -> Explorer:
     """Norm placement x depth -> per-layer gradient norm and residual-stream RMS at initialisation.
 
-    The model is a byte-level :class:`~llmviz.models.DecoderLM` (C = 32, 4 heads, LayerNorm,
+    The model is a byte-level :class:`~llmviz.model.DecoderLM` (C = 32, 4 heads, LayerNorm,
     GELU MLP) on random tokens; each frame is one forward and backward pass.
     """
     return Explorer(

@@ -2,7 +2,7 @@
 costs, the shapes of real models, and which design choices spread when.
 
 Axes-level functions take ``ax=None`` and return the ``Axes``; :func:`plot_adoption_grid` returns a
-``Figure``. Compute lives in :mod:`llmviz.analysis` and :mod:`llmviz.zoo`; these only draw.
+``Figure``. Compute lives in :mod:`llmviz.analysis` and :mod:`llmviz.model.zoo`; these only draw.
 """
 
 from __future__ import annotations

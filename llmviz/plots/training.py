@@ -4,8 +4,8 @@
 for :func:`llmviz.plots.norms.plot_stability_map` to draw.
 
 Axes-level functions take ``ax=None`` and return the ``Axes``; nothing calls ``plt.show()``.
-Inputs are what :mod:`llmviz.train` produces (:class:`~llmviz.train.History`,
-:class:`~llmviz.train.LengthEval`) or plain numbers/arrays/tensors.
+Inputs are what :mod:`llmviz.training` produces (:class:`~llmviz.training.History`,
+:class:`~llmviz.training.LengthEval`) or plain numbers/arrays/tensors.
 """
 
 from __future__ import annotations
