@@ -26,12 +26,8 @@ from ..attention.metrics import mass_by_distance
 from ..plots import PALETTE
 from ..position.alibi import alibi_bias, alibi_slopes
 from ..position.relative import t5_relative_bucket
-from ..position.rope import (
-    RopeScaling,
-    apply_rotary,
-    rope_cos_sin,
-    rope_frequencies,
-)
+from ..position.rope import RopeScaling, rope_frequencies
+from ..position.rope_decay import rope_score_bound
 from ..position.sinusoidal import sinusoidal_encoding, sinusoidal_wavelengths
 from ._core import Control, Explorer, Frame
 
@@ -110,15 +106,12 @@ _ROPE_OFFSETS = 256
 
 
 def _rope_scores(base: float) -> np.ndarray:
-    """q_m . k_0 for m = 0 .. 255 with fixed random q, k (seeded): (256,)."""
+    """q_m . k_0 / sqrt(D) for m = 0 .. 255 with fixed random q, k (seeded): (256,)."""
     g = torch.Generator().manual_seed(0)
-    q = torch.randn(1, _ROPE_D, generator=g, dtype=torch.float64)
-    k = torch.randn(1, _ROPE_D, generator=g, dtype=torch.float64)
-    inv_freq = rope_frequencies(_ROPE_D, base=base)[0].double()
-    m = torch.arange(_ROPE_OFFSETS)
-    cos, sin = rope_cos_sin(m, inv_freq)  # (M, D)
-    q_rot = apply_rotary(q.expand(_ROPE_OFFSETS, -1).contiguous(), cos, sin)  # (M, D)
-    return _f32((q_rot @ k[0]).numpy() / math.sqrt(_ROPE_D))
+    q = torch.randn(_ROPE_D, generator=g, dtype=torch.float64)
+    k = torch.randn(_ROPE_D, generator=g, dtype=torch.float64)
+    scores, _ = rope_score_bound(q, k, torch.arange(_ROPE_OFFSETS), base=base)  # (256,)
+    return _f32(scores.numpy() / math.sqrt(_ROPE_D))
 
 
 def rope_frame(base: float = 10000.0, position: int = 10, pair: int = 4) -> Frame:
