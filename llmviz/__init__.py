@@ -10,7 +10,9 @@ Where things live (one home per concept, laid out like the book):
 * :mod:`llmviz.ffn`: activations, the MLP and the GLU family.
 * :mod:`llmviz.model`: config, block, decoder LM, generation and sampling, presets, zoo.
 * :mod:`llmviz.analysis`: parameters, FLOPs and KV-cache bytes without running a model.
-* :mod:`llmviz.training`: data, synthetic tasks, the training loop.
+* :mod:`llmviz.training`: data, synthetic tasks, batch sources, losses, the training loop,
+  evaluation, and the timing helper (:mod:`llmviz.training.bench`).
+* :mod:`llmviz.evidence`: runs over seeds, intervals, paired differences, computed verdicts.
 * :mod:`llmviz.runtime`: device, size setting, thread policy, notebook set-up.
 * :mod:`llmviz.plots`, :mod:`llmviz.explore`: drawing only (imported on first use).
 * :mod:`llmviz.hf`: the Hugging Face bridge (imported on first use; needs ``transformers``).
@@ -44,7 +46,7 @@ def _check_torch() -> None:
 
 _check_torch()
 
-from . import analysis, attention, ffn, model, norm, position, runtime, training  # noqa: E402
+from . import analysis, attention, evidence, ffn, model, norm, position, runtime, training  # noqa: E402
 from .analysis import count_parameters, flops_per_token, kv_cache_bytes  # noqa: E402
 from .attention import (  # noqa: E402
     KVCache,
@@ -56,6 +58,7 @@ from .attention import (  # noqa: E402
     scaled_dot_product_attention,
     sliding_window_mask,
 )
+from .evidence import Claim, Estimate, glue_number, paired, paired_ratio, run_seeds, summarize  # noqa: E402
 from .ffn import MLP, GatedMLP, glu_hidden_size  # noqa: E402
 from .model import DecoderLM, LMOutput, ModelConfig, generate, sample  # noqa: E402
 from .norm import LayerNorm, RMSNorm, layer_norm, rms_norm  # noqa: E402
@@ -89,8 +92,10 @@ __all__ = [
     # analysis, data, training
     "count_parameters", "flops_per_token", "kv_cache_bytes",
     "ByteTokenizer", "load_corpus", "TrainConfig", "train",
+    # evidence
+    "run_seeds", "summarize", "paired", "paired_ratio", "Estimate", "Claim", "glue_number",
     # subpackages
-    "analysis", "attention", "ffn", "model", "norm", "position", "runtime", "training", *_LAZY,
+    "analysis", "attention", "evidence", "ffn", "model", "norm", "position", "runtime", "training", *_LAZY,
 ]
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from . import batches, bench, data, evaluation, loop, losses
 from .batches import Batch
+from .bench import Comparison, Timing, compare, measure, speed_claim
 from .config import TrainConfig, lr_at
 from .data import ByteTokenizer, load_corpus
 from .evaluation import LengthEval, evaluate_lengths
@@ -22,6 +23,6 @@ from .losses import masked_cross_entropy, z_loss, z_loss_term
 
 __all__ = [
     "ByteTokenizer", "load_corpus", "Batch", "TrainConfig", "lr_at", "History", "train",
-    "LengthEval", "evaluate_lengths", "masked_cross_entropy", "z_loss", "z_loss_term",
+    "LengthEval", "evaluate_lengths", "compare", "measure", "speed_claim", "Comparison", "Timing", "masked_cross_entropy", "z_loss", "z_loss_term",
     "batches", "bench", "data", "evaluation", "loop", "losses",
 ]
