@@ -26,21 +26,22 @@ from .masks import (
     global_local_mask,
     key_padding_to_mask,
     padding_mask,
+    query_positions,
     receptive_field,
     sliding_window_mask,
     strided_mask,
 )
-from .metrics import METRICS, head_metrics
+from .metrics import METRICS, head_metrics, mass_by_distance, row_entropy
 from .module import MultiHeadAttention, gqa_from_mha
-from .tiled import online_softmax, online_softmax_trace, tiled_attention
+from .tiled import online_softmax, online_softmax_trace, tile_map, tiled_attention
 
 __all__ = [
     "scaled_dot_product_attention", "attention_weights", "repeat_kv",
     "MultiHeadAttention", "gqa_from_mha", "KVCache",
     "causal_mask", "padding_mask", "key_padding_to_mask", "sliding_window_mask", "dilated_mask",
-    "strided_mask", "global_local_mask", "combine_masks", "receptive_field",
-    "online_softmax", "online_softmax_trace", "tiled_attention",
+    "strided_mask", "global_local_mask", "combine_masks", "receptive_field", "query_positions",
+    "online_softmax", "online_softmax_trace", "tiled_attention", "tile_map",
     "score_matrix_bytes", "attention_intensity", "peak_memory",
-    "head_metrics", "METRICS",
+    "head_metrics", "METRICS", "row_entropy", "mass_by_distance",
     "functional", "masks", "kv_cache", "module", "tiled", "cost", "metrics",
 ]
