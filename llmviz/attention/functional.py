@@ -59,6 +59,7 @@ import torch
 import torch.nn.functional as F
 
 from .._checks import check_positive, check_positive_int, check_tensor
+from ._blocked import blocked_rows, dead_keys
 from ._checks import check_mask, check_qkv
 
 __all__ = ["repeat_kv", "attention_weights", "scaled_dot_product_attention"]
@@ -86,24 +87,6 @@ def _empty_rows(mask: torch.Tensor) -> torch.Tensor:
     Never read back to the host: callers apply it with ``masked_fill``/``where``.
     """
     return mask.view(torch.uint8).amax(dim=-1, keepdim=True) == 0  # (..., T, 1)
-
-
-def _dead_keys(mask: torch.Tensor | None, bias: torch.Tensor | None) -> torch.Tensor | None:
-    """``(B or 1, 1, S, 1)`` bool: keys that no query of any head may attend to (blocked by
-    ``mask`` or by ``-inf`` in ``bias`` everywhere), e.g. padding; None without mask and bias.
-
-    Their keys and values are replaced by zeros before use, so that whatever they hold (even
-    ``inf``/NaN) cannot reach an output through ``0 * inf``. Computed on the device.
-    """
-    allowed = mask
-    if bias is not None:
-        finite = bias != float("-inf")
-        allowed = finite if allowed is None else allowed & finite
-    if allowed is None:
-        return None
-    allowed = allowed[(None,) * (4 - allowed.ndim)]  # (b, h, t, S)
-    alive = allowed.any(dim=2).any(dim=1)  # (b, S)
-    return ~alive[:, None, :, None]  # (b, 1, S, 1)
 
 
 def _causal_structure(T: int, S: int, device: torch.device) -> torch.Tensor | None:
@@ -161,7 +144,7 @@ def attention_weights(
     scale = _resolve_scale(scale, D)
     if softcap is not None:
         check_positive(softcap, "softcap")
-    dead = _dead_keys(mask, bias)
+    dead = dead_keys(mask, bias)
     if dead is not None:
         k = k.masked_fill(dead, 0.0)  # a blocked key never contributes, whatever it holds
     # Grouped queries without copying k: fold the H // G query heads of a group into rows.
@@ -183,8 +166,7 @@ def attention_weights(
     if mask is not None or bias is not None:
         # Fully blocked rows came out NaN (0/0); define them as zero weights. Decided on the
         # device (no host read), so the same code runs under torch.compile and on a GPU stream.
-        blocked = scores.amax(dim=-1, keepdim=True) == float("-inf")  # (B, H, T, 1)
-        weights = weights.masked_fill(blocked, 0.0)
+        weights = weights.masked_fill(blocked_rows(scores), 0.0)  # (B, H, T, 1) rows
     return weights
 
 
@@ -243,7 +225,7 @@ def scaled_dot_product_attention(
             q, k, mask=mask, bias=bias, scale=scale, softcap=softcap, is_causal=is_causal
         )
         dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
-        dead = _dead_keys(mask, bias)
+        dead = dead_keys(mask, bias)
         if dead is not None:
             v = v.masked_fill(dead, 0.0)  # zero weight times inf would still be NaN
         p_g = dropped.reshape(B, G, (H // G) * T, S)  # (B, G, H/G*T, S)
@@ -258,7 +240,7 @@ def scaled_dot_product_attention(
         return F.scaled_dot_product_attention(
             q, k, v, dropout_p=dropout_p, is_causal=True, scale=scale, enable_gqa=G != H
         )  # (B, H, T, Dv)
-    dead = _dead_keys(mask, bias)
+    dead = dead_keys(mask, bias)
     if dead is not None:  # blocked keys never contribute, whatever they hold
         k, v = k.masked_fill(dead, 0.0), v.masked_fill(dead, 0.0)
     if is_causal:  # T < S (chunked prefill; T = 1 needs nothing) or combined with mask/bias
@@ -271,7 +253,7 @@ def scaled_dot_product_attention(
         attn_mask = mask | empty_rows  # let empty rows attend anywhere; zeroed below
     if bias is not None:
         attn_mask = bias if attn_mask is None else bias.masked_fill(~attn_mask, float("-inf"))
-        blocked = attn_mask.amax(dim=-1, keepdim=True) == float("-inf")  # rows -inf throughout
+        blocked = blocked_rows(attn_mask)  # (..., T, 1): -inf throughout
         attn_mask = attn_mask.masked_fill(blocked, 0.0)
         empty_rows = blocked if empty_rows is None else empty_rows | blocked
     if attn_mask is not None and attn_mask.dtype != torch.bool:

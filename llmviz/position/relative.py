@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from .._checks import check_positive_int, check_tensor
-from ..attention.functional import _dead_keys
+from ..attention._blocked import blocked_rows, dead_keys
 from ..attention.masks import query_positions
 
 __all__ = [
@@ -105,7 +105,7 @@ class ShawRelativePosition(nn.Module):
         check_tensor(v, "v", ndim=4, floating=True)
         S = k.shape[-2]
         if mask is not None:  # blocked keys never contribute, whatever they hold
-            dead = _dead_keys(mask, None)  # (b, 1, S, 1)
+            dead = dead_keys(mask, None)  # (b, 1, S, 1)
             k, v = k.masked_fill(dead, 0.0), v.masked_fill(dead, 0.0)
         scores = (q @ k.transpose(-1, -2) + self.score_bias(q, S)) / math.sqrt(q.shape[-1])
         if mask is not None:
@@ -113,8 +113,7 @@ class ShawRelativePosition(nn.Module):
         weights = scores.softmax(dim=-1)  # (B, H, T, S)
         if mask is not None:
             # a query with no allowed key: zero weights and output, as in scaled_dot_product_attention
-            blocked = scores.amax(dim=-1, keepdim=True) == float("-inf")  # (B, H, T, 1)
-            weights = weights.masked_fill(blocked, 0.0)
+            weights = weights.masked_fill(blocked_rows(scores), 0.0)  # (B, H, T, 1) rows
         out = weights @ v
         if self.rel_v is not None:
             idx = shaw_relative_index(q.shape[-2], S, max_distance=self.max_distance,

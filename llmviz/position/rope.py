@@ -295,11 +295,8 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
     def _apply(self, fn, recurse: bool = True):
-        """Follow ``.to(device)`` but keep ``inv_freq`` in float32 (or float64) whatever the
-        module dtype, as Hugging Face does: ``model.to(torch.bfloat16)`` would otherwise round
-        the frequencies to 8 bits, and the angle ``position * inv_freq`` at position 4095 would
-        be off by up to 0.7 rad. The angles are computed in float32 from these frequencies and
-        only cos/sin are cast to the query dtype (:meth:`cos_sin`)."""
+        """Keep ``inv_freq`` float32 under ``.to(torch.bfloat16)`` (as HF): 8-bit frequencies put
+        the angle at position 4095 off by up to 0.7 rad. Only cos/sin take the query dtype."""
         super()._apply(fn, recurse)
         if self.inv_freq.dtype not in (torch.float32, torch.float64):
             inv_freq, _ = rope_frequencies(
@@ -315,11 +312,7 @@ class RotaryEmbedding(nn.Module):
         return self.scaling is not None and self.scaling.kind == "dynamic"
 
     def frequencies(self, seq_len: int | None, device: torch.device) -> tuple[torch.Tensor, float]:
-        """inv_freq and attention factor for a forward pass reaching ``seq_len`` positions.
-
-        Only ``dynamic`` scaling reads ``seq_len`` (a Python int, so nothing is read back from
-        the device); every other kind returns the stored frequencies.
-        """
+        """inv_freq and attention factor for a pass reaching ``seq_len`` (read by dynamic only)."""
         if self.dynamic and seq_len is not None:
             if seq_len > self.scaling.original_max_position_embeddings:
                 return rope_frequencies(
@@ -337,10 +330,8 @@ class RotaryEmbedding(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """cos/sin tables (T, R) or (B, T, R) for ``positions``; compute once, reuse for q and k.
 
-        ``seq_len``: the length this call reaches (cache + T), read by ``dynamic`` scaling only.
-        When it is not given, dynamic scaling takes ``positions.max() + 1``, a read from the
-        device (a stream stall on a GPU, a graph break under ``torch.compile``);
-        :class:`~llmviz.attention.MultiHeadAttention` passes it from shapes.
+        ``seq_len`` (cache + T, from shapes) sizes ``dynamic`` scaling; without it, dynamic
+        reads ``positions.max() + 1`` from the device (a GPU stall, a compile graph break).
         """
         if self.dynamic and seq_len is None:
             seq_len = _seq_len(positions)
@@ -359,10 +350,7 @@ class RotaryEmbedding(nn.Module):
         *,
         seq_len: int | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Rotate q (B, H, T, D) and k (B, G, T, D) at ``positions`` ((T,) or (B, T)).
-
-        ``seq_len`` (cache + T) sizes ``dynamic`` scaling without a device read; see
-        :meth:`cos_sin`.
+        """Rotate q (B, H, T, D) and k (B, G, T, D) at ``positions``; ``seq_len``: see cos_sin.
 
         Returns:
             ``(q, k)`` rotated, shapes and dtypes unchanged.
