@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._checks import check_tensor
+from .._checks import check_positive, check_tensor
 from ..attention.kv_cache import KVCache
 from ..attention.masks import padding_mask
 from ..norm import make_norm
@@ -56,6 +56,7 @@ class LMOutput:
 
 def softcap(x: torch.Tensor, cap: float) -> torch.Tensor:
     """``cap * tanh(x / cap)``: smooth clipping into ``(-cap, cap)`` (Gemma 2)."""
+    check_positive(cap, "cap")
     return cap * torch.tanh(x / cap)
 
 
@@ -177,7 +178,13 @@ class DecoderLM(nn.Module):
                     "learned position table; use a shorter input or a larger max_seq_len"
                 )
             positions = torch.arange(offset, offset + T, device=input_ids.device)  # (T,)
-        x = self.embed_tokens(input_ids)  # (B, T, C)
+        try:
+            x = self.embed_tokens(input_ids)  # (B, T, C)
+        except IndexError as err:  # raised by the lookup itself: no read of the ids here
+            raise ValueError(
+                f"input_ids holds a token id outside [0, vocab_size={c.vocab_size}); "
+                "tokenize with the model's own tokenizer or build it with a larger vocab_size"
+            ) from err
         if c.embed_scale:
             x = x * torch.tensor(math.sqrt(c.d_model), dtype=x.dtype)
         if self.embed_positions is not None:
@@ -212,7 +219,12 @@ class DecoderLM(nn.Module):
         return LMOutput(logits=logits, loss=loss, weights=weights, cache=cache)
 
     def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """Next-token cross-entropy (labels shifted by one inside) plus the z-loss term."""
+        """Next-token cross-entropy (labels shifted by one inside) plus the z-loss term.
+
+        The mean is over the predicted tokens whose label is not ``-100``. With none (every
+        label ignored, or ``T = 1`` so nothing follows a token) the loss is 0, not NaN: a sum
+        over no tokens, so such a batch adds nothing to training (and has zero gradient).
+        """
         check_tensor(labels, "labels", ndim=2)
         if labels.shape != logits.shape[:2]:
             raise ValueError(
@@ -220,7 +232,15 @@ class DecoderLM(nn.Module):
             )
         pred = logits[:, :-1].float()  # (B, T-1, V)
         target = labels[:, 1:]  # (B, T-1)
-        loss = F.cross_entropy(pred.reshape(-1, pred.shape[-1]), target.reshape(-1), ignore_index=-100)
+        kept = (target != -100).sum().clamp_min(1)  # no read back: 0 tokens -> 0 / 1 = 0
+        try:
+            loss = F.cross_entropy(pred.reshape(-1, pred.shape[-1]), target.reshape(-1),
+                                   ignore_index=-100, reduction="sum") / kept
+        except IndexError as err:
+            raise ValueError(
+                f"labels hold a class outside [0, vocab_size={self.config.vocab_size}) that is "
+                "not -100 (the ignore value); mask padding with -100"
+            ) from err
         w = self.config.z_loss_weight
         if w > 0:  # the trainer adds the same term (llmviz.training.losses.z_loss)
             loss = loss + w * z_loss(pred, target != -100)  # over kept tokens only

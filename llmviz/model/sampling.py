@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from .._checks import check_positive_int, check_tensor
+from .._checks import check_positive_int, check_real, check_tensor
 
 __all__ = [
     "greedy",
@@ -36,8 +36,18 @@ __all__ = [
 
 
 def greedy(logits: torch.Tensor) -> torch.Tensor:
-    """The most likely token of each row: ``(..., V) -> (...)`` long."""
-    check_tensor(logits, "logits", floating=True)
+    """The most likely token of each row: ``(..., V) -> (...)`` long.
+
+    Raises ``ValueError`` if a logit is NaN: argmax would return the NaN's index as if it were
+    the most likely token. (This reads one bool back from the device per call; decoding is
+    driven from the host anyway.)
+    """
+    check_tensor(logits, "logits", min_ndim=1, floating=True)
+    if bool(torch.isnan(logits).any()):
+        raise ValueError(
+            "logits contain NaN, so no token is the most likely; the model's forward produced "
+            "NaN (check its weights and inputs) before decoding"
+        )
     return logits.argmax(dim=-1)
 
 
@@ -47,6 +57,7 @@ def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     Temperature 0 is not a division: ask :func:`sample` for ``temperature=0`` (greedy).
     """
     check_tensor(logits, "logits", floating=True)
+    check_real(temperature, "temperature")
     if not temperature > 0:
         raise ValueError(
             f"temperature must be > 0, got {temperature}; use sample(..., temperature=0) or "
@@ -76,6 +87,7 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
     (never less), and the most likely token is always kept. ``p = 1`` keeps everything.
     """
     check_tensor(logits, "logits", floating=True)
+    check_real(p, "top_p")
     if not 0.0 < p <= 1.0:
         raise ValueError(f"top_p must be in (0, 1], got {p}")
     if p >= 1.0:
@@ -97,6 +109,7 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
 def min_p_filter(logits: torch.Tensor, min_p: float) -> torch.Tensor:
     """Keep tokens with probability >= ``min_p`` times the top token's probability."""
     check_tensor(logits, "logits", floating=True)
+    check_real(min_p, "min_p")
     if not 0.0 <= min_p <= 1.0:
         raise ValueError(f"min_p must be in [0, 1], got {min_p}")
     probs = torch.softmax(logits.float(), dim=-1)
@@ -148,7 +161,7 @@ def sample(
     the draw reproducible; it may live on another device than ``logits`` (the draw happens on
     the generator's device and the result comes back).
     """
-    check_tensor(logits, "logits", floating=True)
+    check_tensor(logits, "logits", min_ndim=1, floating=True)
     if temperature == 0:
         return greedy(logits)
     probs = filtered_probs(
@@ -157,5 +170,11 @@ def sample(
     flat = probs.reshape(-1, probs.shape[-1])  # (B*, V)
     if generator is not None and generator.device != flat.device:
         flat = flat.to(generator.device)
-    ids = torch.multinomial(flat, 1, generator=generator)  # (B*, 1)
+    try:
+        ids = torch.multinomial(flat, 1, generator=generator)  # (B*, 1)
+    except RuntimeError as err:  # NaN/inf probabilities: say where they came from
+        raise ValueError(
+            "cannot sample: the probabilities contain NaN or inf because the logits do; the "
+            "model's forward produced them (check its weights and inputs)"
+        ) from err
     return ids.reshape(probs.shape[:-1]).to(logits.device)

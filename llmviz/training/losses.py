@@ -57,13 +57,27 @@ def masked_cross_entropy(
         mask: ``(B, T)`` bool, True = the position counts.
 
     Returns:
-        A scalar tensor (nats). An all-False mask gives ``nan`` (no position to average).
+        A scalar tensor (nats). An all-False mask (or ``T = 0``) gives 0: a sum over no
+        position, so such a batch adds nothing to training (and has zero gradient).
     """
-    losses = F.cross_entropy(logits.float().transpose(1, 2), targets, reduction="none")  # (B, T)
+    check_tensor(logits, "logits", ndim=3, floating=True)
+    check_tensor(targets, "targets", ndim=2)
+    if targets.is_floating_point() or targets.dtype == torch.bool:
+        raise TypeError(f"targets must be integer class ids, got dtype {targets.dtype}; use .long()")
+    if targets.shape != logits.shape[:2]:
+        raise ValueError(
+            f"targets {tuple(targets.shape)} must match logits' (B, T) = {tuple(logits.shape[:2])}"
+        )
+    try:
+        losses = F.cross_entropy(logits.float().transpose(1, 2), targets, reduction="none")  # (B, T)
+    except IndexError as err:
+        raise ValueError(
+            f"targets hold a class id outside [0, V={logits.shape[-1]}); mask such positions out"
+        ) from err
     if mask is None:
-        return losses.mean()
+        return losses.sum() / max(losses.numel(), 1)
     _check_mask(mask, targets.shape)
-    return losses[mask].mean()
+    return losses.where(mask, 0.0).sum() / mask.sum().clamp_min(1)  # no read back of the mask
 
 
 def z_loss(logits: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -86,7 +100,8 @@ def z_loss(logits: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tens
     if mask is None:
         return z.square().mean()
     _check_mask(mask, logits.shape[:2])
-    return z[mask].square().mean()
+    # over kept positions, 0 when there is none; no boolean indexing (no read back)
+    return z.square().where(mask, 0.0).sum() / mask.sum().clamp_min(1)
 
 
 def z_loss_term(weight: float) -> Callable[[Any, Any], torch.Tensor]:
