@@ -50,32 +50,38 @@ __all__ = [
 # ----------------------------------------------------------------------------- activations
 def relu(x: Tensor) -> Tensor:
     """``max(x, 0)``."""
+    check_tensor(x, "x", floating=True)
     return torch.clamp_min(x, 0.0)
 
 
 def gelu(x: Tensor) -> Tensor:
     """Exact GELU: ``x * Phi(x)`` with the normal CDF ``Phi(x) = (1 + erf(x / sqrt 2)) / 2``."""
+    check_tensor(x, "x", floating=True)
     return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
 
 
 def gelu_tanh(x: Tensor) -> Tensor:
     """GELU's tanh approximation (GPT-2, HF ``gelu_new``/``gelu_pytorch_tanh``)."""
+    check_tensor(x, "x", floating=True)
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
 
 
 def silu(x: Tensor) -> Tensor:
     """SiLU: ``x * sigmoid(x)``, i.e. Swish with beta = 1."""
+    check_tensor(x, "x", floating=True)
     return x * torch.sigmoid(x)
 
 
 def swish(x: Tensor, beta: float | Tensor = 1.0) -> Tensor:
     """Swish: ``x * sigmoid(beta * x)``. beta -> 0 gives ``x / 2``; beta -> inf gives ReLU;
     beta = 1.702 is close to GELU."""
+    check_tensor(x, "x", floating=True)
     return x * torch.sigmoid(beta * x)
 
 
 def relu2(x: Tensor) -> Tensor:
     """Squared ReLU: ``relu(x) ** 2`` (Primer)."""
+    check_tensor(x, "x", floating=True)
     return torch.clamp_min(x, 0.0).pow(2)
 
 

@@ -52,14 +52,20 @@ def _norm_params(kind: str, d: int) -> int:
     return 2 * d if kind == "layer" else d
 
 
+def _check_config(config: Any) -> None:
+    if not isinstance(config, ModelConfig):
+        raise TypeError(f"config must be a ModelConfig, got {type(config).__name__}")
+
+
 def layer_params(config: ModelConfig) -> dict[str, int]:
     """Closed-form parameter count of one block of ``config``, by component."""
+    _check_config(config)
     c = config
     C, H, G, D, F = c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.d_ff
     attn = C * H * D + 2 * C * G * D + H * D * C
     if c.attn_bias:
         attn += H * D + 2 * G * D + C
-    if c.qk_norm == "rms":
+    if c.qk_norm in ("rms", "rms_gemma", "layer_nobias"):  # one weight per feature
         attn += 2 * D
     elif c.qk_norm == "layer":
         attn += 4 * D
@@ -186,6 +192,8 @@ def kv_cache_bytes(
 
 def kv_cache_bytes_for(config: ModelConfig, seq_len: int, *, batch: int = 1, bytes_per_el: int = 2) -> int:
     """:func:`kv_cache_bytes` for a config (sliding-window layers keep at most the window)."""
+    _check_config(config)
+    check_positive_int(seq_len, "seq_len")
     total = 0
     for i in range(config.n_layers):
         window = config.window_for(i)

@@ -25,6 +25,10 @@ def divergence_grid(
         ``(len(warmups), len(lrs))`` holding each run's final loss; ``nan`` where the run
         diverged (:attr:`History.final_loss` is nan) or is missing from the sweep.
     """
+    if not isinstance(histories, Mapping):
+        raise TypeError(
+            f"histories must be a mapping {{(lr, warmup): History}}, got {type(histories).__name__}"
+        )
     if not histories:
         raise ValueError("histories is empty; pass {(lr, warmup): History}")
     lrs = sorted({float(k[0]) for k in histories})

@@ -30,7 +30,7 @@ from typing import Sequence
 
 import torch
 
-from .._checks import check_positive_int
+from .._checks import check_positive_int, check_tensor
 from .masks import query_positions
 
 __all__ = ["head_metrics", "METRICS", "row_entropy", "mass_by_distance"]
@@ -63,9 +63,16 @@ def row_entropy(weights: torch.Tensor) -> torch.Tensor:
     Returns:
         ``(...)`` entropies: 0 for a one-hot row, ``log(S)`` for a uniform one.
     """
-    w = torch.as_tensor(weights)
+    w = _as_weights(weights)
     plogp = torch.where(w > 0, w * w.clamp_min(1e-30).log(), torch.zeros_like(w))
     return -plogp.sum(-1)
+
+
+def _as_weights(weights) -> torch.Tensor:
+    """A tensor (or a numpy array of) attention weights; anything else is a TypeError."""
+    if not isinstance(weights, torch.Tensor) and hasattr(weights, "__array__"):
+        weights = torch.as_tensor(weights)
+    return check_tensor(weights, "weights", min_ndim=1)
 
 
 def mass_by_distance(weights: torch.Tensor) -> torch.Tensor:
@@ -79,7 +86,7 @@ def mass_by_distance(weights: torch.Tensor) -> torch.Tensor:
         where ``d > i``); keys after the query (``d < 0``) are not counted, so each row sums to
         the heads' average causal mass (1 for causal weights).
     """
-    w = torch.as_tensor(weights).detach()
+    w = _as_weights(weights).detach()
     if not w.is_floating_point():
         w = w.float()
     if w.ndim != 3:

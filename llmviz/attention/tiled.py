@@ -33,7 +33,7 @@ def online_softmax(x: torch.Tensor, *, block_size: int = 16) -> torch.Tensor:
     Pass 1 keeps a running max ``m`` and normaliser ``l = sum exp(x - m)``, rescaling ``l`` when
     ``m`` grows; pass 2 writes ``exp(x - m) / l``. Equal to ``torch.softmax(x, -1)``.
     """
-    check_tensor(x, "x", floating=True)
+    check_tensor(x, "x", min_ndim=1, floating=True)
     check_positive_int(block_size, "block_size")
     m = torch.full(x.shape[:-1] + (1,), float("-inf"), dtype=x.dtype, device=x.device)
     l = torch.zeros_like(m)

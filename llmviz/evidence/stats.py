@@ -28,6 +28,8 @@ from typing import Any, Literal
 
 import torch
 
+from .._checks import check_real
+
 __all__ = [
     "Estimate",
     "t_quantile",
@@ -72,6 +74,7 @@ def t_quantile(p: float, df: int) -> float:
     """
     if isinstance(df, bool) or not isinstance(df, int) or df < 1:
         raise ValueError(f"df must be a positive int (number of values - 1), got {df!r}")
+    check_real(p, "p")
     if not 0.0 < p < 1.0:
         raise ValueError(f"p must lie strictly between 0 and 1, got {p!r}")
     if p == 0.5:

@@ -38,7 +38,7 @@ def layer_norm(
         ``(..., C)``, same dtype as ``x``. Each token has mean 0 and variance
         ``var / (var + eps)`` (just under 1) before the affine step.
     """
-    check_tensor(x, "x", floating=True)
+    check_tensor(x, "x", min_ndim=1, floating=True)
     check_eps(eps)
     check_param(weight, x.shape[-1], "weight")
     check_param(bias, x.shape[-1], "bias")
@@ -69,7 +69,7 @@ def rms_norm(
     Returns:
         ``(..., C)``, same dtype as ``x``.
     """
-    check_tensor(x, "x", floating=True)
+    check_tensor(x, "x", min_ndim=1, floating=True)
     check_eps(eps)
     check_param(weight, x.shape[-1], "weight")
     h = upcast(x)

@@ -73,6 +73,13 @@ def alibi_bias(
     Returns:
         (H, T, S) float bias to add to the scores before the softmax.
     """
+    if not isinstance(slopes, (torch.Tensor, list, tuple)) and not hasattr(slopes, "__array__"):
+        raise TypeError(
+            f"slopes must be a (H,) tensor or a list of floats, got {type(slopes).__name__}; "
+            "use alibi_slopes(n_heads)"
+        )
+    if dtype is not None and not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating dtype for a bias added to scores, got {dtype}")
     slopes = torch.as_tensor(slopes)
     if slopes.ndim != 1 or slopes.numel() == 0:
         raise ValueError(

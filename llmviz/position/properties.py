@@ -86,7 +86,11 @@ def check_properties(
         shifts: the translations s tried.
         atol: absolute tolerance (schemes are compared in float32).
     """
-    if n_positions < 3:
+    if not isinstance(scheme, PositionScheme):
+        raise TypeError(
+            f"scheme must be a PositionScheme, got {type(scheme).__name__}; see book_schemes()"
+        )
+    if isinstance(n_positions, bool) or not isinstance(n_positions, int) or n_positions < 3:
         raise ValueError(f"n_positions must be >= 3, got {n_positions}")
     m, n = _grid(n_positions)
     base = scheme.score(m, n).double()  # (N, N)
@@ -131,6 +135,11 @@ def property_table(schemes: Sequence[PositionScheme], **kwargs):
     """Check every scheme; returns a pandas DataFrame, one row per scheme."""
     import pandas as pd
 
+    if not isinstance(schemes, (list, tuple)) or not schemes:
+        raise (TypeError if not isinstance(schemes, (list, tuple)) else ValueError)(
+            f"schemes must be a non-empty list of PositionScheme, got {schemes!r}; "
+            "e.g. property_table(book_schemes())"
+        )
     rows = [asdict(check_properties(s, **kwargs)) for s in schemes]
     return pd.DataFrame(rows).set_index("scheme")
 

@@ -157,7 +157,7 @@ def transformer_xl_terms(
         the positions only through ``i - j``.
     """
     for name, t in (("q", q), ("k", k), ("r", r)):
-        check_tensor(t, name, floating=True)
+        check_tensor(t, name, min_ndim=2, floating=True)
     T, S = q.shape[-2], k.shape[-2]
     if r.shape[-2] != 2 * S - 1:
         raise ValueError(
@@ -189,7 +189,7 @@ def t5_relative_bucket(
     Unidirectional (decoder): future offsets all map to bucket 0.
     """
     check_tensor(relative_position, "relative_position")
-    if relative_position.is_floating_point():
+    if relative_position.is_floating_point() or relative_position.dtype == torch.bool:
         raise TypeError(
             f"relative_position must be an integer tensor, got {relative_position.dtype}"
         )

@@ -35,6 +35,7 @@ def rope_decay_curve(
         (N,) float64. It shrinks (with ripples) as |r| grows: a property of the *bound*, not of
         any particular q.k (see :func:`rope_score_bound`).
     """
+    check_tensor(offsets, "offsets", ndim=1)
     inv_freq = rope_frequencies(head_dim, base=base)[0].double()
     angles = offsets.double()[:, None] * inv_freq  # (N, D/2)
     partial = torch.polar(torch.ones_like(angles), angles).cumsum(-1)  # S_1 .. S_{D/2}

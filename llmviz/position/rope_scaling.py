@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from .._checks import check_choice
+from .._checks import check_choice, check_positive, check_positive_int
 from ._common import base_inv_freq
 
 __all__ = ["HF_ROPE_TYPES", "SCALING_KINDS", "RopeScaling", "scaled_frequencies"]
@@ -86,18 +86,23 @@ class RopeScaling:
 
     def __post_init__(self) -> None:
         check_choice(self.kind, "RopeScaling.kind", SCALING_KINDS)
-        if not self.factor > 0:
-            raise ValueError(f"RopeScaling.factor must be > 0, got {self.factor}")
+        check_positive(self.factor, "RopeScaling.factor")
         orig = self.original_max_position_embeddings
         if self.kind in _NEEDS_ORIGINAL and orig is None:
             raise ValueError(
                 f"RopeScaling(kind={self.kind!r}) needs original_max_position_embeddings "
                 "(the context length the model was trained on), e.g. 4096"
             )
-        if orig is not None and orig <= 0:
-            raise ValueError(
-                f"original_max_position_embeddings must be positive, got {orig}"
-            )
+        if orig is not None:
+            check_positive_int(orig, "original_max_position_embeddings")
+        if self.kind == "yarn":
+            check_positive(self.beta_fast, "RopeScaling.beta_fast")
+            check_positive(self.beta_slow, "RopeScaling.beta_slow")
+            if not self.beta_fast > self.beta_slow:
+                raise ValueError(
+                    f"YaRN needs beta_fast ({self.beta_fast}) > beta_slow ({self.beta_slow}): "
+                    "beta_fast bounds the high-frequency end of the ramp (defaults 32 and 1)"
+                )
         if not 0.0 <= self.rotated_fraction <= 1.0:
             raise ValueError(f"rotated_fraction must be in [0, 1], got {self.rotated_fraction}")
         if self.kind != "proportional" and self.rotated_fraction != 1.0:
@@ -262,6 +267,8 @@ def scaled_frequencies(
     base: float, dim: int, scaling: RopeScaling, *, seq_len: int | None, device: Any
 ) -> tuple[torch.Tensor, float]:
     """``(inv_freq (dim/2,), attention_factor)`` under ``scaling`` for rotary dim ``dim``."""
+    if not isinstance(scaling, RopeScaling):
+        raise TypeError(f"scaling must be a RopeScaling, got {type(scaling).__name__}")
     factor, kind = scaling.factor, scaling.kind
     orig = scaling.original_max_position_embeddings
     if kind == "linear":

@@ -23,7 +23,7 @@ import math
 import torch
 from torch import nn
 
-from .._checks import check_choice, check_positive_int, check_tensor
+from .._checks import check_choice, check_positive_int, check_real, check_tensor
 
 __all__ = [
     "SINUSOIDAL_LAYOUTS",
@@ -85,6 +85,8 @@ def sinusoidal_features(
     """
     check_choice(layout, "layout", SINUSOIDAL_LAYOUTS)
     check_tensor(positions, "positions")
+    if dtype is not None and not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating dtype (encodings lie in [-1, 1]), got {dtype}")
     freqs = sinusoidal_frequencies(d_model, base=base, device=positions.device)
     work = torch.promote_types(positions.dtype, torch.float32) if positions.is_floating_point() \
         else torch.float32
@@ -122,6 +124,7 @@ def sinusoidal_shift_matrix(
     offset (Vaswani et al.'s motivation).
     """
     check_choice(layout, "layout", SINUSOIDAL_LAYOUTS)
+    check_real(k, "k")
     angle = sinusoidal_frequencies(d_model, base=base).double() * k  # (C/2,)
     c, s = angle.cos(), angle.sin()
     half = d_model // 2

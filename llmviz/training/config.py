@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .._checks import check_choice, check_positive
+from .._checks import check_choice, check_positive, check_positive_int
 
 __all__ = ["TrainConfig", "lr_at"]
 
@@ -79,6 +79,9 @@ def lr_at(step: int, config: TrainConfig) -> float:
     Warmup reaches ``lr`` at step ``warmup - 1``; the cosine then falls to ``min_lr`` at the last
     step ``steps - 1``.
     """
+    if not isinstance(config, TrainConfig):
+        raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
+    check_positive_int(step, "step", allow_zero=True)
     if step < config.warmup:
         return config.lr * (step + 1) / config.warmup
     if config.schedule == "constant":

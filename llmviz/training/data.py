@@ -76,9 +76,16 @@ class ByteTokenizer:
                     f"decode takes one sequence of shape (T,), got shape {tuple(ids.shape)}; "
                     "decode each row of a batch separately"
                 )
+            if ids.is_floating_point():
+                raise TypeError(
+                    f"decode takes integer token ids, got dtype {ids.dtype}; pass ids.long() "
+                    "(sampled ids already are)"
+                )
             values = ids.tolist()
         else:
             values = list(ids)
+            if any(isinstance(v, float) for v in values):
+                raise TypeError("decode takes integer token ids, got a float; convert with int()")
         bad = [v for v in values if not 0 <= int(v) < 256]
         if bad:
             raise ValueError(f"byte ids must lie in [0, 256), got {bad[:5]}")

@@ -25,6 +25,8 @@ __all__ = ["LengthEval", "evaluate_lengths", "model_device"]
 
 def model_device(model: nn.Module) -> torch.device:
     """The device of ``model``'s first parameter (the CPU for a model without parameters)."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     for p in model.parameters():
         return p.device
     return torch.device("cpu")

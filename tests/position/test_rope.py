@@ -509,7 +509,7 @@ def test_bad_inputs_raise_clear_errors(gen):
         RopeScaling("longrope", factor=2.0)
     with pytest.raises(ValueError, match=r"needs original_max_position_embeddings"):
         RopeScaling("yarn", factor=2.0)
-    with pytest.raises(ValueError, match=r"factor must be > 0, got -1"):
+    with pytest.raises(ValueError, match=r"RopeScaling.factor must be positive, got -1"):
         RopeScaling("linear", factor=-1)
     with pytest.raises(ValueError, match=r"high_freq_factor \(1.0\) > low_freq_factor \(2.0\)"):
         RopeScaling("llama3", factor=8.0, original_max_position_embeddings=64,

@@ -55,6 +55,8 @@ def plot_shared_heatmaps(
     otherwise ``[min, max]`` over all panels.
     """
     arrays = [to_numpy(m) for m in maps]
+    if not arrays:
+        raise ValueError("maps is empty; pass at least one (T, S) map and its title")
     if len(arrays) != len(titles):
         raise ValueError(f"got {len(arrays)} maps but {len(titles)} titles")
     if symmetric:

@@ -10,7 +10,7 @@ Shapes: R rotary dim (R/2 pairs).
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -136,6 +136,11 @@ def plot_rope_spectrum(
         context: optional training length drawn as a horizontal line: pairs above it never
             complete a turn inside the context.
     """
+    if not isinstance(wavelengths, Mapping) or not wavelengths:
+        raise TypeError(
+            "wavelengths must be a non-empty {label: (R/2,) wavelengths} dict, got "
+            f"{type(wavelengths).__name__} {wavelengths!r}; e.g. {{'base 1e4': wavelengths}}"
+        )
     ax = get_ax(ax, figsize=(7.0, 3.8))
     for k, (label, w) in enumerate(wavelengths.items()):
         w = to_numpy(w)
