@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 
 import pytest
 import torch
@@ -27,13 +26,11 @@ def test_architecture_frame_numbers():
     assert gqa.traces[1].y[0] == pytest.approx(f.traces[1].y[0] / 4)  # 32 -> 8 kv heads
 
 
-def test_architecture_explorer_grid_and_speed():
+def test_architecture_explorer_grid():
+    # (its update latency is measured in benchmarks/bench_explorers.py, not asserted here)
     ex = architecture_explorer()
     counts = {len(ex.frame(**p).traces) for p in ex.grid()[::17]}
     assert counts == {3}
-    start = time.perf_counter()
-    ex.frame()
-    assert time.perf_counter() - start < 0.1
 
 
 def test_sampling_frame_matches_library():

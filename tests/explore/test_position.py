@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -31,15 +30,6 @@ def test_grid_is_small_and_trace_count_constant(factory):
     assert 2 <= len(grid) <= 80
     counts = {len(ex.frame(**params).traces) for params in grid}
     assert len(counts) == 1
-
-
-@pytest.mark.parametrize("factory", FACTORIES, ids=lambda f: f.__name__)
-def test_frames_are_fast(factory):
-    ex = factory()
-    ex.frame()
-    start = time.perf_counter()
-    ex.frame()
-    assert time.perf_counter() - start < 0.1
 
 
 def test_sinusoidal_frame_shows_the_table():
