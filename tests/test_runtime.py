@@ -129,6 +129,20 @@ def test_footnote_leaves_room_under_constrained_layout():
     plt.close(fig)
 
 
+def test_footnote_keeps_a_suptitle_inside_the_figure_and_off_the_panel_titles():
+    fig, axes = plt.subplots(1, 2, figsize=(6, 2.5), layout="constrained")
+    fig.suptitle("a figure title")
+    axes[0].set_title("panel")
+    _style.footnote(fig, "cpu · torch · sizes")
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    title = fig._suptitle.get_window_extent(renderer)
+    panel = axes[0].title.get_window_extent(renderer)
+    assert title.y1 <= fig.bbox.y1 + 0.5  # not pushed off the top
+    assert title.y0 >= panel.y1  # above the panel titles, not on them
+    plt.close(fig)
+
+
 def test_setup_notebook_threads(monkeypatch):
     monkeypatch.delenv("LLMVIZ_SCALE", raising=False)
     before = torch.get_num_threads()

@@ -81,7 +81,7 @@ def footnote(target: Any, text: str) -> Any:
         # two text lines high at the bottom of the layout.
         strip = min(0.2, 2.2 * 7 / 72 / fig.get_figheight())
         try:
-            engine.set(rect=(0, strip, 1, 1 - strip / 4))
+            engine.set(rect=(0, strip, 1, 1 - strip))  # (left, bottom, width, height)
         except TypeError:  # pragma: no cover - a layout engine without rect
             pass
     return target
