@@ -17,7 +17,7 @@ import functools
 import importlib
 import inspect
 import math
-from typing import Iterable, NamedTuple
+from typing import Iterable, NamedTuple, Sequence
 
 import torch
 
@@ -295,22 +295,57 @@ def induction_task(
     vocab_size: int = 64,
     generator: torch.Generator | None = None,
     device: torch.device | str | None = None,
+    periods: Sequence[int] | None = None,
 ) -> Task:
-    """A random string followed by its repeat: ``x y z w | x y z w``.
+    """A random string followed by its repeat, at a fixed or a random period.
 
-    The repeated string has ``h = ceil((seq_len + 1) / 2)`` tokens; inputs and targets are the
-    ``seq_len + 1`` tokens shifted by one. From input position ``h`` on, the current token already
-    occurred ``h`` steps earlier, so its successor can be copied from there: that is what an
-    induction head does, and the mask marks exactly those positions (``t >= h``). Tokens are
-    drawn uniformly from ``[0, vocab_size)``.
+    ``periods=None`` (the default): ``x y z w | x y z w``. The repeated string has
+    ``h = ceil((seq_len + 1) / 2)`` tokens; inputs and targets are the ``seq_len + 1`` tokens
+    shifted by one. From input position ``h`` on, the current token already occurred ``h`` steps
+    earlier, so its successor can be copied from there, and the mask marks exactly those
+    positions (``t >= h``). The period never changes, so "look ``h - 1`` back" also solves it.
+
+    ``periods`` given: each sequence draws its own period ``p`` from ``periods`` and an offset
+    ``o`` uniformly from ``0 .. seq_len + 1 - 2p``. The first ``o`` tokens are noise, then a
+    block of ``p`` distinct tokens repeats until the end (at least twice in full). The mask marks
+    input positions ``t >= o + p``: the current token occurred ``p`` steps earlier and its
+    successor there is the target. As ``p`` and ``o`` vary, no fixed offset finds the answer: the
+    model has to match the current token against earlier ones (an induction head).
+
+    Args:
+        periods: allowed periods, each in ``[2, min((seq_len + 1) // 2, vocab_size)]``, drawn
+            uniformly per sequence; ``None``: the fixed layout.
     """
     check_positive(batch_size, "batch_size")
     if seq_len < 3:
         raise ValueError(f"seq_len must be at least 3 for an induction task, got {seq_len}")
     _check_vocab(vocab_size, 2, "an induction task")
-    half = math.ceil((seq_len + 1) / 2)
-    first = torch.randint(0, vocab_size, (batch_size, half), generator=generator)
-    full = torch.cat([first, first], dim=1)[:, : seq_len + 1]  # (B, T+1)
-    mask = torch.zeros(batch_size, seq_len, dtype=torch.bool)
-    mask[:, half:] = True  # input t = full[t - half] repeated, so target full[t+1] is known
+    if periods is None:
+        half = math.ceil((seq_len + 1) / 2)
+        first = torch.randint(0, vocab_size, (batch_size, half), generator=generator)
+        full = torch.cat([first, first], dim=1)[:, : seq_len + 1]  # (B, T+1)
+        mask = torch.zeros(batch_size, seq_len, dtype=torch.bool)
+        mask[:, half:] = True  # input t = full[t - half] repeated, so target full[t+1] is known
+        return Task(full[:, :-1].to(device), full[:, 1:].to(device), mask.to(device))
+    choices = [int(p) for p in periods]
+    if not choices:
+        raise ValueError("periods is empty; pass e.g. periods=range(4, 12), or None")
+    longest = (seq_len + 1) // 2
+    bad = [p for p in choices if not 2 <= p <= min(longest, vocab_size)]
+    if bad:
+        raise ValueError(
+            f"periods {bad} out of range: each must lie in [2, {min(longest, vocab_size)}] "
+            f"(two full repeats in seq_len + 1 = {seq_len + 1} tokens, distinct tokens among "
+            f"vocab_size = {vocab_size}); use shorter periods or a longer seq_len"
+        )
+    n = seq_len + 1
+    table = torch.tensor(choices)
+    period = table[torch.randint(0, len(choices), (batch_size,), generator=generator)]  # (B,)
+    offset = (torch.rand(batch_size, generator=generator) * (n - 2 * period + 1)).long()  # (B,)
+    noise = torch.randint(0, vocab_size, (batch_size, n), generator=generator)  # (B, T+1)
+    block = torch.rand(batch_size, vocab_size, generator=generator).argsort(dim=1)  # (B, V)
+    pos = torch.arange(n)[None, :]  # (1, T+1)
+    in_block = (pos - offset[:, None]).clamp_min(0) % period[:, None]  # (B, T+1)
+    full = torch.where(pos >= offset[:, None], block.gather(1, in_block), noise)  # (B, T+1)
+    mask = torch.arange(seq_len)[None, :] >= (offset + period)[:, None]  # (B, T)
     return Task(full[:, :-1].to(device), full[:, 1:].to(device), mask.to(device))

@@ -188,6 +188,31 @@ def test_induction_task(gen):
         assert torch.equal(task.targets[:, t], task.targets[:, t - half])
 
 
+def test_induction_task_random_periods(gen):
+    task = induction_task(batch_size=64, seq_len=31, vocab_size=20, generator=gen,
+                          periods=(3, 5, 9))
+    starts = task.mask.float().argmax(dim=1)  # o + p: the first masked position, per row
+    seen = set()
+    for row_in, row_tgt, row_mask, start in zip(task.inputs, task.targets, task.mask, starts):
+        # the period is the smallest of the allowed ones at which the masked part repeats
+        t = torch.arange(int(start), 31)
+        p = next(p for p in (3, 5, 9) if torch.equal(row_in[t], row_in[t - p])
+                 and torch.equal(row_tgt[t], row_tgt[t - p]))
+        seen.add(p)
+        assert bool(row_mask[t].all()) and not bool(row_mask[: int(start)].any())
+        block = row_in[int(start) - p: int(start)]
+        assert len(set(block.tolist())) == p  # distinct tokens: one match per query
+    assert seen == {3, 5, 9}  # every period drawn in 64 rows
+    assert len(set(starts.tolist())) > 3  # the offset varies too
+
+
+def test_induction_task_period_errors():
+    with pytest.raises(ValueError, match=r"periods \[17\] out of range"):
+        induction_task(batch_size=1, seq_len=31, periods=(4, 17))
+    with pytest.raises(ValueError, match="periods is empty"):
+        induction_task(batch_size=1, seq_len=31, periods=())
+
+
 def test_task_errors():
     with pytest.raises(ValueError, match=r"vocab_size \(2\) must be at least 3"):
         copy_task(batch_size=1, n_tokens=3, vocab_size=2)
