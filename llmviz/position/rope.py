@@ -322,10 +322,7 @@ class RotaryEmbedding(nn.Module):
         return self.inv_freq.to(device), self.attention_factor
 
     def cos_sin(
-        self,
-        positions: torch.Tensor,
-        *,
-        dtype: torch.dtype | None = None,
+        self, positions: torch.Tensor, *, dtype: torch.dtype | None = None,
         seq_len: int | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """cos/sin tables (T, R) or (B, T, R) for ``positions``; compute once, reuse for q and k.
@@ -343,11 +340,7 @@ class RotaryEmbedding(nn.Module):
         )
 
     def forward(
-        self,
-        q: torch.Tensor,
-        k: torch.Tensor,
-        positions: torch.Tensor | None = None,
-        *,
+        self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor | None = None, *,
         seq_len: int | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotate q (B, H, T, D) and k (B, G, T, D) at ``positions``; ``seq_len``: see cos_sin.
