@@ -330,16 +330,14 @@ def induction_task(
     choices = [int(p) for p in periods]
     if not choices:
         raise ValueError("periods is empty; pass e.g. periods=range(4, 12), or None")
-    longest = (seq_len + 1) // 2
-    bad = [p for p in choices if not 2 <= p <= min(longest, vocab_size)]
+    bad = [p for p in choices if not 2 <= p <= min((seq_len + 1) // 2, vocab_size)]
     if bad:
         raise ValueError(
-            f"periods {bad} out of range: each must lie in [2, {min(longest, vocab_size)}] "
+            f"periods {bad} out of range: each must lie in [2, {min((seq_len + 1) // 2, vocab_size)}] "
             f"(two full repeats in seq_len + 1 = {seq_len + 1} tokens, distinct tokens among "
             f"vocab_size = {vocab_size}); use shorter periods or a longer seq_len"
         )
-    n = seq_len + 1
-    table = torch.tensor(choices)
+    n, table = seq_len + 1, torch.tensor(choices)
     period = table[torch.randint(0, len(choices), (batch_size,), generator=generator)]  # (B,)
     offset = (torch.rand(batch_size, generator=generator) * (n - 2 * period + 1)).long()  # (B,)
     noise = torch.randint(0, vocab_size, (batch_size, n), generator=generator)  # (B, T+1)
