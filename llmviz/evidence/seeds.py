@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from .._checks import check_positive_int
 from ..runtime import threads
 from .stats import Estimate, summarize
 
@@ -182,11 +183,8 @@ def run_seeds(
     if len(set(seeds)) != len(seeds):
         dup = next(s for s in seeds if seeds.count(s) > 1)
         raise ValueError(f"seeds must be distinct; seed {dup} appears twice in {seeds}")
-    if processes is not None and (
-        isinstance(processes, bool) or not isinstance(processes, int) or processes < 1
-    ):
-        raise ValueError(f"processes must be a positive int or None (one per core), got "
-                         f"{processes!r}")
+    if processes is not None:  # None: one per core
+        check_positive_int(processes, "processes")
     n_proc = min(len(seeds), processes or _cores())
     parallel = n_proc > 1 and _can_fork()
     if not parallel:

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 import torch
 
-from .._checks import check_real
+from .._checks import check_positive_int, check_real
 
 __all__ = [
     "Estimate",
@@ -72,8 +72,7 @@ def t_quantile(p: float, df: int) -> float:
     Raises:
         ValueError: ``p`` outside (0, 1), or ``df`` not a positive int.
     """
-    if isinstance(df, bool) or not isinstance(df, int) or df < 1:
-        raise ValueError(f"df must be a positive int (number of values - 1), got {df!r}")
+    check_positive_int(df, "df (number of values - 1)")
     check_real(p, "p")
     if not 0.0 < p < 1.0:
         raise ValueError(f"p must lie strictly between 0 and 1, got {p!r}")

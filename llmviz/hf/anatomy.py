@@ -19,6 +19,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from .._checks import check_positive_int
 from ._counts import ANATOMY_FAMILIES, LayerAnatomy, read_architecture
 
 __all__ = ["Anatomy", "LayerAnatomy", "anatomy"]
@@ -79,8 +80,7 @@ class Anatomy:
     def kv_cache_bytes(self, seq_len: int, *, batch: int = 1) -> int:
         """Cache bytes for ``batch`` sequences of ``seq_len`` tokens (windows cap their layers)."""
         for name, value in (("seq_len", seq_len), ("batch", batch)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+            check_positive_int(value, name)
         kept = (min(seq_len, layer.window or seq_len) * layer.kv_elements for layer in self.layers)
         return sum(kept) * self.bytes_per_element * batch
 
@@ -204,8 +204,7 @@ def anatomy(config: Any, *, bytes_per_element: int = 2, context: int = 4096) -> 
         ValueError, TypeError: an input that is not a config (the message says what is).
     """
     for name, value in (("bytes_per_element", bytes_per_element), ("context", context)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+        check_positive_int(value, name)
     c = _as_config(config)
     arch, layers, outside = read_architecture(c)
     if c.model_type == "gpt2":

@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from .._checks import check_positive_int
+
 __all__ = ["AttentionMaps", "capture_attention", "kv_groups"]
 
 
@@ -25,8 +27,7 @@ def kv_groups(n_heads: int, n_kv_heads: int) -> tuple[tuple[int, ...], ...]:
     ``kv_groups(8, 2) == ((0, 1, 2, 3), (4, 5, 6, 7))``.
     """
     for name, value in (("n_heads", n_heads), ("n_kv_heads", n_kv_heads)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+        check_positive_int(value, name)
     if n_heads % n_kv_heads:
         raise ValueError(f"n_heads ({n_heads}) must be divisible by n_kv_heads ({n_kv_heads})")
     r = n_heads // n_kv_heads

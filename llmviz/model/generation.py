@@ -97,8 +97,8 @@ def generate(
     if pad_token_id is None:
         pad_token_id = eos_token_id
     for name, value in (("eos_token_id", eos_token_id), ("pad_token_id", pad_token_id)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            raise ValueError(f"{name} must be a non-negative int token id or None, got {value!r}")
+        if value is not None:
+            check_positive_int(value, name, allow_zero=True)
 
     def pick(logits: torch.Tensor) -> torch.Tensor:
         if sampler is not None:
