@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping, Sequence
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from ._render import SLIDER_JS, format_value, make_widget, unflatten
+from ._render import SLIDER_JS, LatestWins, format_value, make_widget, unflatten
 
 __all__ = ["Control", "Frame", "Explorer", "face", "MAX_STATIC_FRAMES"]
 
@@ -51,6 +51,16 @@ def face() -> str:
     if os.environ.get("LLMVIZ_BUILD"):
         return "static"
     return "live"
+
+
+def _in_kernel() -> bool:
+    """True inside a Jupyter kernel (an IPython shell with a kernel attached)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover
+        return False
+    ip = get_ipython()
+    return ip is not None and getattr(ip, "kernel", None) is not None
 
 
 @dataclass(frozen=True)
@@ -272,35 +282,59 @@ class Explorer:
         )
 
     # ------------------------------------------------------------------ live face
-    def live(self):
-        """The live face: ipywidgets controls above an output that redraws on every change."""
+    def live(self, *, background: bool | None = None):
+        """The live face: ipywidgets controls above an output that redraws on every change.
+
+        Updates go through :class:`~llmviz.explore._render.LatestWins`: while one computes,
+        only the newest control value is kept, and a figure is shown only if the controls
+        still have its value. ``background`` (default: inside a kernel) computes in a worker
+        thread so the kernel keeps receiving control changes meanwhile.
+        """
         import ipywidgets as widgets
         from IPython.display import display
 
+        if background is None:
+            background = _in_kernel()
         start = time.perf_counter()
         first = self.frame()
         slow = time.perf_counter() - start > 0.05
         controls = {c.name: make_widget(c, widgets, continuous=not slow) for c in self.controls}
         out = widgets.Output()
 
-        def redraw(*_: Any) -> None:
-            params = {name: w.value for name, w in controls.items()}
-            frame = first if params == self.defaults and redraw.first else self.frame(**params)
-            redraw.first = False
-            fig = go.Figure(data=frame.traces, layout=self._base_layout())
+        def figure(params: dict) -> go.Figure:
+            frame = first if params == self.defaults else self.frame(**params)
             base = self._base_layout()
+            fig = go.Figure(data=frame.traces, layout=base)
             fig.update_layout(margin={"b": 60}, height=base["height"] - 50 * len(self.controls))
             if frame.layout:
                 fig.update_layout(unflatten(frame.layout))
+            return fig
+
+        def draw(fig: go.Figure) -> None:
+            if background:  # from the worker thread: set the outputs, no display hooks
+                out.outputs = ({"output_type": "display_data", "metadata": {},
+                                "data": fig._repr_mimebundle_()},)
+                return
             with out:
                 out.clear_output(wait=True)
                 display(fig)
 
-        redraw.first = True
+        def failed(exc: BaseException) -> None:
+            text = f"{type(exc).__name__}: {exc}"
+            out.outputs = ({"output_type": "stream", "name": "stderr", "text": text},)
+
+        updates = LatestWins(figure, draw, background=background, on_error=failed)
+        box = widgets.VBox([widgets.HBox(list(controls.values())), out])
+        box.updates = updates  # for tests: .wait(), .drawn
+
+        def changed(*_: Any) -> None:
+            updates.submit({name: w.value for name, w in controls.items()})
+
         for w in controls.values():
-            w.observe(redraw, names="value")
-        redraw()
-        return widgets.VBox([widgets.HBox(list(controls.values())), out])
+            w.observe(changed, names="value")
+        draw(figure(self.defaults))
+        updates.drawn = dict(self.defaults)
+        return box
 
     # ------------------------------------------------------------------ display
     def _repr_mimebundle_(self, include=None, exclude=None):

@@ -1,13 +1,15 @@
-"""The two faces' machinery: slider labels, nested layout keys, ipywidgets, the sliders' script.
+"""The two faces' machinery: slider labels, nested layout keys, ipywidgets, the live face's
+update scheduling (latest value wins), the sliders' script.
 
 Used by :class:`llmviz.explore.Explorer` (see :mod:`llmviz.explore._core` for the design).
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import threading
+from typing import Any, Callable, Mapping
 
-__all__ = ["format_value", "unflatten", "make_widget", "SLIDER_JS"]
+__all__ = ["format_value", "unflatten", "make_widget", "LatestWins", "SLIDER_JS"]
 
 
 def format_value(v: Any) -> str:
@@ -47,6 +49,82 @@ def make_widget(c: Any, widgets: Any, *, continuous: bool):
         options=[(format_value(v), v) for v in values], value=c.default,
         description=c.text, style={"description_width": "initial"},
     )
+
+
+class LatestWins:
+    """Run the live face's updates so that the latest control value wins.
+
+    ``submit(params)`` is called on every control change. While an update runs, further submits
+    only replace the one pending value (the intermediate ones are dropped); when the running
+    update ends, the newest pending value runs if it differs from what is on screen. Every
+    submit bumps a generation counter, and a result is drawn only if no submit came while it
+    was computed: the figure never shows a value the controls no longer have.
+
+    With ``background=True`` (a live kernel) the computation runs in a worker thread, so the
+    kernel keeps receiving control changes while it computes; otherwise ``submit`` runs the
+    update before it returns (then nothing can arrive meanwhile, except from ``compute``).
+
+    Args:
+        compute: ``params -> result`` (slow; may run in the worker thread).
+        draw: ``result -> None``, called only for the newest params.
+        on_error: ``exception -> None`` in the background (default: re-raise in ``submit``).
+    """
+
+    def __init__(self, compute: Callable[[dict], Any], draw: Callable[[Any], None], *,
+                 background: bool, on_error: Callable[[BaseException], None] | None = None,
+                 drawn: Mapping[str, Any] | None = None) -> None:
+        self._compute, self._draw, self._on_error = compute, draw, on_error
+        self.background = background
+        self._lock = threading.RLock()
+        self._generation = 0
+        self._pending: tuple[int, dict] | None = None
+        self._busy = False
+        self.drawn: dict | None = dict(drawn) if drawn is not None else None
+        self._worker: threading.Thread | None = None
+
+    def submit(self, params: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._generation += 1
+            self._pending = (self._generation, dict(params))
+            if self._busy:  # the running update picks it up when it ends
+                return
+            self._busy = True
+        if self.background:
+            self._worker = threading.Thread(target=self._run, name="llmviz-explorer", daemon=True)
+            self._worker.start()
+        else:
+            self._run()
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until the background worker is idle (for tests and scripts)."""
+        worker = self._worker
+        if worker is not None:
+            worker.join(timeout)
+
+    def _run(self) -> None:
+        try:
+            while True:
+                with self._lock:
+                    if self._pending is None:
+                        self._busy = False
+                        return
+                    generation, params = self._pending
+                    self._pending = None
+                    if params == self.drawn:
+                        continue
+                result = self._compute(params)
+                with self._lock:
+                    if generation != self._generation:  # the controls moved on: drop it
+                        continue
+                    self._draw(result)
+                    self.drawn = params
+        except BaseException as exc:  # noqa: BLE001 - reported, and the next submit runs again
+            with self._lock:
+                self._busy = False
+                self._pending = None
+            if self._on_error is None:
+                raise
+            self._on_error(exc)
 
 
 # The static face's script: several plotly sliders select one frame of the joint grid.
