@@ -39,9 +39,9 @@ class TrainConfig:
     device: str | None = None  # move the model here first (None: leave it where it is)
 
     def __post_init__(self) -> None:
-        check_positive(self.steps, "steps")
+        check_positive_int(self.steps, "steps")
         check_positive(self.lr, "lr")
-        check_positive(self.warmup, "warmup", allow_zero=True)
+        check_positive_int(self.warmup, "warmup", allow_zero=True)
         if self.min_lr is None:
             object.__setattr__(self, "min_lr", self.lr / 10)
         check_positive(self.min_lr, "min_lr", allow_zero=True)
@@ -51,15 +51,15 @@ class TrainConfig:
         check_positive(self.weight_decay, "weight_decay", allow_zero=True)
         if self.grad_clip is not None:
             check_positive(self.grad_clip, "grad_clip")
-        check_positive(self.batch_size, "batch_size")
-        check_positive(self.seq_len, "seq_len")
-        check_positive(self.eval_every, "eval_every", allow_zero=True)
+        check_positive_int(self.batch_size, "batch_size")
+        check_positive_int(self.seq_len, "seq_len")
+        check_positive_int(self.eval_every, "eval_every", allow_zero=True)
         object.__setattr__(self, "eval_lengths", tuple(int(n) for n in self.eval_lengths))
         for n in self.eval_lengths:
-            check_positive(n, "each of eval_lengths")
-        check_positive(self.eval_windows, "eval_windows")
+            check_positive_int(n, "each of eval_lengths")
+        check_positive_int(self.eval_windows, "eval_windows")
         if self.eval_tail is not None:
-            check_positive(self.eval_tail, "eval_tail")
+            check_positive_int(self.eval_tail, "eval_tail")
             short = [n for n in self.lengths if n < self.eval_tail]
             if short:
                 raise ValueError(

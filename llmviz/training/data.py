@@ -21,7 +21,7 @@ from typing import Iterable, NamedTuple, Sequence
 
 import torch
 
-from .._checks import check_choice, check_positive, check_tensor
+from .._checks import check_choice, check_positive_int, check_tensor
 
 __all__ = [
     "ByteTokenizer",
@@ -125,7 +125,7 @@ def load_corpus(name: str, *, max_chars: int | None = 500_000) -> str:
     """
     check_choice(name, "name", CORPORA)
     if max_chars is not None:
-        check_positive(max_chars, "max_chars")
+        check_positive_int(max_chars, "max_chars")
     return _corpus(name, max_chars)
 
 
@@ -150,7 +150,7 @@ def _check_stream(tokens: torch.Tensor, seq_len: int) -> None:
     check_tensor(tokens, "tokens", ndim=1)
     if tokens.dtype != torch.long:
         raise TypeError(f"tokens must be int64 (torch.long) ids, got dtype {tokens.dtype}")
-    check_positive(seq_len, "seq_len")
+    check_positive_int(seq_len, "seq_len")
     if len(tokens) < seq_len + 1:
         raise ValueError(
             f"seq_len ({seq_len}) needs at least seq_len + 1 = {seq_len + 1} tokens "
@@ -177,7 +177,7 @@ def random_batches(
         except at the last position, whose target is the token after the window.
     """
     _check_stream(tokens, seq_len)
-    check_positive(batch_size, "batch_size")
+    check_positive_int(batch_size, "batch_size")
     starts = torch.randint(0, len(tokens) - seq_len, (batch_size,), generator=generator)
     offsets = starts[:, None] + torch.arange(seq_len + 1)  # (B, T+1)
     window = tokens[offsets.to(tokens.device)]  # (B, T+1)
@@ -206,7 +206,7 @@ def eval_windows(
     if n_windows is None:
         starts = torch.arange(0, last_start + 1, seq_len)
     else:
-        check_positive(n_windows, "n_windows")
+        check_positive_int(n_windows, "n_windows")
         if n_windows == 1:
             starts = torch.zeros(1, dtype=torch.long)
         else:
@@ -227,7 +227,7 @@ class Task(NamedTuple):
 
 
 def _check_vocab(vocab_size: int, need: int, what: str) -> None:
-    check_positive(vocab_size, "vocab_size")
+    check_positive_int(vocab_size, "vocab_size")
     if vocab_size < need:
         raise ValueError(f"vocab_size ({vocab_size}) must be at least {need} for {what}")
 
@@ -245,8 +245,8 @@ def copy_task(
     Tokens ``0 .. vocab_size-2`` are content; ``vocab_size - 1`` is the separator. The mask marks
     the ``n_tokens`` positions whose target is a token of the second copy.
     """
-    check_positive(batch_size, "batch_size")
-    check_positive(n_tokens, "n_tokens")
+    check_positive_int(batch_size, "batch_size")
+    check_positive_int(n_tokens, "n_tokens")
     _check_vocab(vocab_size, 3, "the copy task (two content tokens and a separator)")
     content = torch.randint(0, vocab_size - 1, (batch_size, n_tokens), generator=generator)
     sep = torch.full((batch_size, 1), vocab_size - 1, dtype=torch.long)
@@ -269,8 +269,8 @@ def associative_recall(
     Keys come from the lower half of the vocabulary (distinct within a sequence), values from the
     upper half. Only the last position (the query) counts in the mask.
     """
-    check_positive(batch_size, "batch_size")
-    check_positive(n_pairs, "n_pairs")
+    check_positive_int(batch_size, "batch_size")
+    check_positive_int(n_pairs, "n_pairs")
     n_keys = vocab_size // 2
     _check_vocab(vocab_size, 2 * n_pairs, f"{n_pairs} distinct keys (keys use half the vocab)")
     keys = torch.stack(
@@ -316,7 +316,7 @@ def induction_task(
         periods: allowed periods, each in ``[2, min((seq_len + 1) // 2, vocab_size)]``, drawn
             uniformly per sequence; ``None``: the fixed layout.
     """
-    check_positive(batch_size, "batch_size")
+    check_positive_int(batch_size, "batch_size")
     if seq_len < 3:
         raise ValueError(f"seq_len must be at least 3 for an induction task, got {seq_len}")
     _check_vocab(vocab_size, 2, "an induction task")

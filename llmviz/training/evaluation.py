@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._checks import check_choice, check_positive, check_tensor
+from .._checks import check_choice, check_positive_int, check_tensor
 from .data import eval_windows
 from .losses import logits_of
 
@@ -91,7 +91,7 @@ def evaluate_lengths(
         raise ValueError("lengths must name at least one evaluation length")
     check_tensor(tokens, "tokens", ndim=1)
     if tail is not None:
-        check_positive(tail, "tail")
+        check_positive_int(tail, "tail")
         short = [n for n in lengths if n < tail]
         if short:
             raise ValueError(

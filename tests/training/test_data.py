@@ -90,7 +90,7 @@ def test_python_corpus_is_python_source_and_capped():
 def test_unknown_corpus():
     with pytest.raises(ValueError, match="name='wiki' is not supported"):
         load_corpus("wiki")
-    with pytest.raises(ValueError, match="max_chars must be positive"):
+    with pytest.raises(ValueError, match="max_chars must be a positive int, got 0"):
         load_corpus("prose", max_chars=0)
 
 
@@ -136,9 +136,9 @@ def test_batching_errors():
         random_batches(torch.arange(10), batch_size=2, seq_len=64)
     with pytest.raises(TypeError, match="must be int64"):
         random_batches(torch.zeros(100), batch_size=2, seq_len=8)
-    with pytest.raises(ValueError, match="batch_size must be positive"):
+    with pytest.raises(ValueError, match="batch_size must be a positive int, got 0"):
         random_batches(torch.arange(100), batch_size=0, seq_len=8)
-    with pytest.raises(ValueError, match="n_windows must be positive"):
+    with pytest.raises(ValueError, match="n_windows must be a positive int, got 0"):
         eval_windows(torch.arange(100), seq_len=8, n_windows=0)
 
 

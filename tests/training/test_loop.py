@@ -84,8 +84,10 @@ def test_constant_schedule_and_no_warmup():
 
 
 def test_config_errors():
-    with pytest.raises(ValueError, match="steps must be positive"):
+    with pytest.raises(ValueError, match="steps must be a positive int, got 0"):
         TrainConfig(steps=0)
+    with pytest.raises(TypeError, match="batch_size must be an int, got float 8.0"):
+        TrainConfig(batch_size=8.0)
     with pytest.raises(ValueError, match=r"min_lr \(1.0\) must not exceed lr \(0.1\)"):
         TrainConfig(lr=0.1, min_lr=1.0)
     with pytest.raises(ValueError, match="schedule='linear' is not supported"):
