@@ -112,8 +112,7 @@ def plot_attention_heads(
     for h in idx:
         if not 0 <= h < w.shape[0]:
             raise ValueError(f"head {h} is out of range for {w.shape[0]} heads")
-    if ncols < 1:
-        raise ValueError(f"ncols must be >= 1, got {ncols}")
+    check_positive_int(ncols, "ncols")
     shown = w[idx]
     top = color_limit(shown, vmax)
     ncols = min(ncols, len(idx))

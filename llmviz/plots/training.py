@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 import torch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from .._checks import check_choice
+from .._checks import check_choice, check_positive_int
 
 # Re-exported only for notebook 00 (``from llmviz.plots.training import divergence_grid``);
 # remove once it imports ``from llmviz.analysis import divergence_grid``.
@@ -120,8 +120,7 @@ def plot_training_curves(
         The Axes.
     """
     check_choice(metric, "metric", _CURVE_METRICS)
-    if smooth < 1:
-        raise ValueError(f"smooth must be a window of at least 1 step, got {smooth}")
+    check_positive_int(smooth, "smooth (a window of steps)")
     ax = get_ax(ax)
     for i, (name, run) in enumerate(_as_runs(runs).items()):
         values, diverged = _series(run, metric)

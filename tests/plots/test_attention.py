@@ -64,6 +64,13 @@ def test_heatmap_accepts_numpy_and_hf_layer_lists():
     assert len(ax2.get_images()) == 1
 
 
+def test_heads_grid_rejects_a_bad_column_count():
+    with pytest.raises(ValueError, match="ncols must be a positive int, got 0"):
+        plot_attention_heads(_weights(H=2), ncols=0)
+    with pytest.raises(TypeError, match="ncols must be an int, got float 2.5"):
+        plot_attention_heads(_weights(H=2), ncols=2.5)
+
+
 def test_heads_grid_shares_one_colour_scale():
     w = _weights(H=5)
     fig = plot_attention_heads(w, tokens=TOKENS, ncols=3)
