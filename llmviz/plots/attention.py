@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .._checks import check_positive_int
+from .._checks import check_choice, check_positive_int
 from ..attention.masks import query_positions
 from ._data import color_limit, panel_inches, query_key_labels, select_weights, to_numpy
 from ._style import PALETTE, PLOTLY_SEQUENTIAL, SEQUENTIAL, get_ax
@@ -326,8 +326,7 @@ def plot_group_mapping(n_heads: int, n_kv_heads: int, *, layout: str = "contiguo
     check_positive_int(n_kv_heads, "n_kv_heads")
     if n_heads % n_kv_heads:
         raise ValueError(f"n_heads ({n_heads}) must be divisible by n_kv_heads ({n_kv_heads})")
-    if layout not in ("contiguous", "interleaved"):
-        raise ValueError(f"layout={layout!r} is not supported; choose 'contiguous' or 'interleaved'")
+    check_choice(layout, "layout", ("contiguous", "interleaved"))
     ax = get_ax(ax, figsize=(max(4.0, 0.5 * n_heads), 2.2))
     rep = n_heads // n_kv_heads
     kv_x = [(g + 0.5) * n_heads / n_kv_heads - 0.5 for g in range(n_kv_heads)]

@@ -199,7 +199,7 @@ def test_group_mapping_lines_follow_repeat_kv():
     assert [kv_x.index(l.get_xdata()[1]) for l in inter.get_lines()] == [h % 2 for h in range(8)]
     with pytest.raises(ValueError, match=r"n_heads \(6\) must be divisible by n_kv_heads \(4\)"):
         plot_group_mapping(6, 4)
-    with pytest.raises(ValueError, match="layout='zigzag' is not supported"):
+    with pytest.raises(ValueError, match=r"layout='zigzag' is not supported; choose one of \('contiguous', 'interleaved'\)"):
         plot_group_mapping(4, 2, layout="zigzag")
 
 
