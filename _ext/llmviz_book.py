@@ -12,6 +12,9 @@ What it does, and why:
   figure: the other pages stay light.
 * Serves MathJax 3 (``tex-chtml`` and its woff-v2 fonts) from the installed
   ``django-static-mathjax`` package, so ``mathjax_path`` in ``_config.yml`` points at the site.
+* Writes a ``<meta name="description">`` and Open Graph tags (``og:title``,
+  ``og:description``, ``og:type``, ``og:site_name``) into every page, from the
+  ``llmviz_description`` setting in ``_config.yml`` and the page's title.
 * Collects every claim under test into the claims page (``book/claims.md`` holds the
   ``{llmviz-claims}`` directive). Each claim box (``llmviz.evidence.Claim``) carries its record
   in its HTML (``data-llmviz-record``). The records are read from each document's doctree when
@@ -93,7 +96,19 @@ def _on_builder_inited(app: Sphinx) -> None:
     _copy_assets(Path(app.outdir) / "_static")
 
 
+def _meta_tags(app: Sphinx, context: dict) -> str:
+    esc = html.escape
+    title = re.sub(r"<[^>]+>", "", context.get("title") or "")
+    site = context.get("docstitle") or app.config.html_title or ""
+    desc = " ".join(str(app.config.llmviz_description or "").split())
+    tags = [("name", "description", desc), ("property", "og:type", "website"),
+            ("property", "og:site_name", site), ("property", "og:title", html.unescape(title)),
+            ("property", "og:description", desc)]
+    return "".join(f'<meta {k}="{v}" content="{esc(c)}" />\n' for k, v, c in tags if c)
+
+
 def _on_page_context(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    context["metatags"] = context.get("metatags", "") + _meta_tags(app, context)
     # Sphinx resets the script list after every page, so this adds plotly.js to this page only.
     # It goes in <head> without defer: each figure's inline script calls Plotly right away.
     body = context.get("body") or ""
@@ -285,6 +300,7 @@ def setup(app: Sphinx) -> dict:
     claims_dir = Path(app.outdir).parent / "claims"
     os.environ.setdefault("LLMVIZ_CLAIMS_DIR", str(claims_dir))
     app.llmviz_build_started = time.time()
+    app.add_config_value("llmviz_description", "", "html")
     app.add_node(claims_table, html=(_skip, None), latex=(_skip, None), text=(_skip, None))
     app.add_directive("llmviz-claims", ClaimsDirective)
     app.connect("builder-inited", _on_builder_inited)

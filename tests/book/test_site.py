@@ -58,10 +58,7 @@ EXTRA_PAGES = ["search", "genindex"]
 
 #: Console messages that are known, harmless and not ours, by name. Keep this list short and
 #: explain every entry.
-KNOWN_NOISE: dict[str, str] = {
-    # Chromium logs a 404 for /favicon.ico when a site has no favicon; the book sets none.
-    "favicon.ico": "browser's automatic favicon request",
-}
+KNOWN_NOISE: dict[str, str] = {}
 
 CHROMIUM_ARGS = [
     "--no-sandbox",
