@@ -204,11 +204,16 @@ class _Lambda(nn.Module):
         return self.fn(x)
 
 
-def _check_input(x: Tensor, d: int, who: str) -> None:
+def _check_input(x: Tensor, d: int, who: str, dtype: torch.dtype) -> None:
     check_tensor(x, "x", floating=True)
     if x.shape[-1] != d:
         raise ValueError(
             f"{who} expects inputs with last dimension d_model={d}, got shape {tuple(x.shape)}"
+        )
+    if x.dtype != dtype:
+        raise TypeError(
+            f"{who} got x of dtype {x.dtype} but its weights are {dtype}; cast one to the other "
+            f"(x.to({dtype}) or module.to(x.dtype))"
         )
 
 
@@ -239,7 +244,7 @@ class MLP(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """``(..., C) -> (..., C)``."""
-        _check_input(x, self.d_model, "MLP")
+        _check_input(x, self.d_model, "MLP", self.up_proj.weight.dtype)
         return self.dropout(self.down_proj(self.act(self.up_proj(x))))
 
 
@@ -273,7 +278,7 @@ class GatedMLP(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """``(..., C) -> (..., C)``."""
-        _check_input(x, self.d_model, "GatedMLP")
+        _check_input(x, self.d_model, "GatedMLP", self.up_proj.weight.dtype)
         return self.dropout(self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x)))
 
 

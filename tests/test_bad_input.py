@@ -148,7 +148,7 @@ def _cases():
     from llmviz.attention import MultiHeadAttention, scaled_dot_product_attention
     from llmviz.attention.metrics import row_entropy
     from llmviz.attention.tiled import online_softmax
-    from llmviz.ffn import gelu_tanh
+    from llmviz.ffn import GatedMLP, gelu_tanh
     from llmviz.model import ModelConfig, generate
     from llmviz.model.lm import softcap
     from llmviz.model.sampling import greedy, min_p_filter, sample, top_p_filter
@@ -196,6 +196,8 @@ def _cases():
          TypeError, r"dtype must be a floating dtype \(encodings lie in \[-1, 1\]\), got torch.int64"),
         ("float64 into a float32 module", lambda: MultiHeadAttention(8, 2)(torch.randn(1, 3, 8).double()),
          TypeError, r"x has dtype torch.float64 but the module's weights are torch.float32; cast"),
+        ("float64 into a float32 MLP", lambda: GatedMLP(8, 16)(torch.randn(1, 3, 8).double()),
+         TypeError, r"GatedMLP got x of dtype torch.float64 but its weights are torch.float32; cast"),
         ("integer activations", lambda: gelu_tanh(torch.ones(3, dtype=torch.long)),
          TypeError, "x must be a floating-point tensor, got dtype torch.int64"),
         ("bool relative positions", lambda: t5_relative_bucket(torch.ones(3, dtype=torch.bool)),
