@@ -13,7 +13,14 @@ from typing import Any, Iterable
 
 import torch
 
-__all__ = ["check_tensor", "check_choice", "check_real", "check_positive", "check_positive_int"]
+__all__ = [
+    "check_tensor",
+    "check_dtype_matches",
+    "check_choice",
+    "check_real",
+    "check_positive",
+    "check_positive_int",
+]
 
 
 def check_tensor(
@@ -51,6 +58,19 @@ def check_tensor(
             f"convert it with {name}.float()"
         )
     return x
+
+
+def check_dtype_matches(x: torch.Tensor, weight: torch.Tensor, who: str) -> None:
+    """Raise ``TypeError`` if ``x`` and a module's ``weight`` differ in dtype (outside autocast).
+
+    Inside ``torch.autocast`` mixed dtypes are the point (the matmuls cast), so nothing is
+    checked there. Reads dtypes only, never values.
+    """
+    if x.dtype != weight.dtype and not torch.is_autocast_enabled(x.device.type):
+        raise TypeError(
+            f"{who} got x of dtype {x.dtype} but its weights are {weight.dtype}; cast one to "
+            f"the other (x.to({weight.dtype}) or module.to(x.dtype)), or run under torch.autocast"
+        )
 
 
 def check_choice(value: Any, name: str, choices: Iterable[Any]) -> Any:

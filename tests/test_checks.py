@@ -22,6 +22,15 @@ def test_check_tensor_messages():
     assert _checks.check_tensor(x, "q", ndim=4, floating=True) is x
 
 
+def test_check_dtype_matches_outside_autocast_only():
+    w = torch.zeros(2, 2)
+    with pytest.raises(TypeError, match=r"MLP got x of dtype torch.float64 but its weights are torch.float32; cast"):
+        _checks.check_dtype_matches(torch.zeros(2, dtype=torch.float64), w, "MLP")
+    _checks.check_dtype_matches(torch.zeros(2), w, "MLP")  # same dtype: fine
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        _checks.check_dtype_matches(torch.zeros(2, dtype=torch.bfloat16), w, "MLP")  # autocast casts
+
+
 def test_check_real():
     assert _checks.check_real(-0.5, "top_p") == -0.5  # the range is the caller's
     with pytest.raises(TypeError, match=r"top_p must be a real number, got Tensor"):
