@@ -1,8 +1,10 @@
-/* Plotly figures follow the site's light/dark theme.
+/* Plotly figures follow the site's light/dark theme, and their titles fit their width.
  *
  * sphinx-book-theme (pydata) sets data-theme="light" | "dark" on <html>. On load and whenever
  * it changes, every plotly figure on the page gets the matching paper, plot, font and grid
- * colours; switching back restores what the figure had. Served by the site (no CDN). */
+ * colours; switching back restores what the figure had. A title wider than its figure (a phone,
+ * or an explorer frame with a long title) gets a smaller font until it fits. Served by the site
+ * (no CDN). */
 (function () {
   "use strict";
   var DARK = {
@@ -69,13 +71,63 @@
     window.Plotly.relayout(gd, up);
   }
 
+  var MIN_TITLE_PX = 9;
+
+  function fitTitle(gd) {
+    var title = gd.querySelector(".gtitle");
+    var svg = gd.querySelector(".main-svg");
+    if (!window.Plotly || !title || !svg || !gd._fullLayout) { return; }
+    var avail = svg.getBoundingClientRect().width - 16;
+    var r = title.getBoundingClientRect();
+    var size = gd._fullLayout.title.font.size;
+    if (avail <= 0 || r.width === 0) { return; }
+    var overflow = r.width > avail || r.left < svg.getBoundingClientRect().left;
+    var natural = gd.__llmvizTitleSize;
+    if (!overflow && !(natural && size < natural && r.width * natural / size < avail)) { return; }
+    if (!natural) { gd.__llmvizTitleSize = natural = size; }
+    var fit = Math.floor(size * avail / r.width);
+    var want = Math.max(MIN_TITLE_PX, Math.min(natural, fit));
+    var up = {"title.font.size": want};
+    var text = gd.layout.title && gd.layout.title.text;
+    if (fit < MIN_TITLE_PX && typeof text === "string" && text.indexOf("<br>") < 0) {
+      // Still too wide at the smallest size: break it in two at the separator nearest the middle.
+      var best = -1;
+      [/; /g, /, /g, /: /g, / /g].some(function (sep) {
+        var m, mid = text.length / 2;
+        while ((m = sep.exec(text)) !== null) {
+          if (best < 0 || Math.abs(m.index - mid) < Math.abs(best - mid)) { best = m.index + m[0].length - 1; }
+        }
+        return best > 0;
+      });
+      if (best > 0) {
+        up["title.text"] = text.slice(0, best + 1).trim() + "<br>" + text.slice(best + 1).trim();
+        up["title.font.size"] = Math.max(MIN_TITLE_PX, Math.min(natural, 2 * fit));
+      }
+    } else if (want === size) { return; }
+    if (r.left < svg.getBoundingClientRect().left || want < natural) {
+      up["title.x"] = 0.02; up["title.xanchor"] = "left";  // fit from the left edge
+    }
+    window.Plotly.relayout(gd, up);
+  }
+
+  function hook(gd) {
+    if (gd.__llmvizHooked || !gd.on) { return; }
+    gd.__llmvizHooked = true;
+    gd.on("plotly_afterplot", function () { fitTitle(gd); });
+  }
+
   function applyAll() {
     var figs = document.querySelectorAll(".js-plotly-plot");
-    for (var i = 0; i < figs.length; i++) { apply(figs[i]); }
+    for (var i = 0; i < figs.length; i++) { apply(figs[i]); hook(figs[i]); fitTitle(figs[i]); }
   }
 
   function start() {
     applyAll();
+    var timer = null;
+    window.addEventListener("resize", function () {
+      clearTimeout(timer);
+      timer = setTimeout(applyAll, 250);
+    });
     new MutationObserver(applyAll).observe(document.documentElement, {
       attributes: true, attributeFilter: ["data-theme"]
     });
