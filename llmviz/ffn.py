@@ -24,7 +24,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._checks import check_choice, check_positive, check_positive_int, check_tensor
+from ._checks import (
+    check_choice,
+    check_dtype_matches,
+    check_positive,
+    check_positive_int,
+    check_tensor,
+)
 
 __all__ = [
     "relu",
@@ -204,17 +210,13 @@ class _Lambda(nn.Module):
         return self.fn(x)
 
 
-def _check_input(x: Tensor, d: int, who: str, dtype: torch.dtype) -> None:
+def _check_input(x: Tensor, d: int, who: str, weight: Tensor) -> None:
     check_tensor(x, "x", floating=True)
     if x.shape[-1] != d:
         raise ValueError(
             f"{who} expects inputs with last dimension d_model={d}, got shape {tuple(x.shape)}"
         )
-    if x.dtype != dtype:
-        raise TypeError(
-            f"{who} got x of dtype {x.dtype} but its weights are {dtype}; cast one to the other "
-            f"(x.to({dtype}) or module.to(x.dtype))"
-        )
+    check_dtype_matches(x, weight, who)
 
 
 # ----------------------------------------------------------------------------- blocks
@@ -244,7 +246,7 @@ class MLP(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """``(..., C) -> (..., C)``."""
-        _check_input(x, self.d_model, "MLP", self.up_proj.weight.dtype)
+        _check_input(x, self.d_model, "MLP", self.up_proj.weight)
         return self.dropout(self.down_proj(self.act(self.up_proj(x))))
 
 
@@ -278,7 +280,7 @@ class GatedMLP(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """``(..., C) -> (..., C)``."""
-        _check_input(x, self.d_model, "GatedMLP", self.up_proj.weight.dtype)
+        _check_input(x, self.d_model, "GatedMLP", self.up_proj.weight)
         return self.dropout(self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x)))
 
 

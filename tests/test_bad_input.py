@@ -195,7 +195,7 @@ def _cases():
         ("sinusoidal dtype=long", lambda: sinusoidal_encoding(4, 8, dtype=torch.long),
          TypeError, r"dtype must be a floating dtype \(encodings lie in \[-1, 1\]\), got torch.int64"),
         ("float64 into a float32 module", lambda: MultiHeadAttention(8, 2)(torch.randn(1, 3, 8).double()),
-         TypeError, r"x has dtype torch.float64 but the module's weights are torch.float32; cast"),
+         TypeError, r"MultiHeadAttention got x of dtype torch.float64 but its weights are torch.float32; cast"),
         ("float64 into a float32 MLP", lambda: GatedMLP(8, 16)(torch.randn(1, 3, 8).double()),
          TypeError, r"GatedMLP got x of dtype torch.float64 but its weights are torch.float32; cast"),
         ("integer activations", lambda: gelu_tanh(torch.ones(3, dtype=torch.long)),
@@ -357,6 +357,16 @@ def test_non_contiguous_input_gives_the_same_result():
     torch.testing.assert_close(mha(x), mha(x.contiguous()))
     w = torch.randn(8)
     torch.testing.assert_close(rms_norm(x, w), rms_norm(x.contiguous(), w))
+
+
+def test_mixed_dtypes_are_fine_under_autocast():
+    from llmviz.attention import MultiHeadAttention
+    from llmviz.ffn import GatedMLP
+
+    x = torch.randn(1, 3, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = GatedMLP(8, 16)(MultiHeadAttention(8, 2)(x).to(torch.bfloat16))
+    assert out.shape == (1, 3, 8) and torch.isfinite(out.float()).all()
 
 
 def test_finite_input_gives_finite_output_in_the_input_dtype():

@@ -19,7 +19,13 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .._checks import check_choice, check_positive, check_positive_int, check_tensor
+from .._checks import (
+    check_choice,
+    check_dtype_matches,
+    check_positive,
+    check_positive_int,
+    check_tensor,
+)
 from ..norm import MODEL_NORMS, make_norm
 from ._checks import check_mask
 from .functional import (
@@ -184,11 +190,7 @@ class MultiHeadAttention(nn.Module):
         B, T, C = x.shape
         if C != self.d_model:
             raise ValueError(f"x has width {C} but the module was built for d_model={self.d_model}")
-        if x.dtype != self.q_proj.weight.dtype:
-            raise TypeError(
-                f"x has dtype {x.dtype} but the module's weights are {self.q_proj.weight.dtype}; "
-                f"cast one to the other (x.to({self.q_proj.weight.dtype}) or module.to(x.dtype))"
-            )
+        check_dtype_matches(x, self.q_proj.weight, "MultiHeadAttention")
         H, G, D = self.n_heads, self.n_kv_heads, self.head_dim
         q, k = self.q_proj(x), self.k_proj(x)  # (B, T, H*D), (B, T, G*D)
         if self.q_norm is not None and self.qk_norm_scope == "all":
