@@ -22,6 +22,9 @@ cos/sin by an ``attention_factor``; their formulas follow ``transformers.modelin
 (``ROPE_INIT_FUNCTIONS``), which the tests check value for value; they live in
 :mod:`llmviz.position.rope_scaling` (``RopeScaling`` is re-exported here).
 
+Over 350 lines, with a line budget: frequencies, cos/sin tables, the rotation and the module
+that keeps them in float32 and sized from shapes are one computation, read top to bottom.
+
 References: Su et al. 2021 (RoFormer); Chen et al. 2023 (position interpolation); bloc97 2023
 (NTK-aware scaling); Peng et al. 2023 (YaRN); Meta 2024 (Llama 3.1 scaling).
 """
