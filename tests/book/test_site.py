@@ -8,7 +8,11 @@ For every page of the table of contents:
   the end of each rail in turn selects a new frame of the joint grid
   (``data-llmviz-frame``) and changes the set of visible traces;
 * every request goes to the local server: any other host is aborted and fails the test;
-* no local request fails (a missing font or script shows up here).
+* no local request fails (a missing font or script shows up here);
+* no figure is wider than its column, no plotly title is clipped, no slider covers an x-axis
+  title and no colour bar covers tick labels (bounding boxes measured in the page) at 1280 px,
+  at 420 px (a phone) and in dark mode, where every plotly figure must have taken the dark
+  colours (``_static/llmviz-theme.js``).
 
 The book is built once per test session (``jupyter-book build . -W --keep-going`` into
 ``_build/``; with pytest-xdist the workers share one build through a lock file). Set
@@ -150,15 +154,20 @@ def browser():
 class Visit:
     """One page loaded in a fresh browser context, with everything it asked for recorded."""
 
-    def __init__(self, browser, server: str, path: str) -> None:
+    def __init__(self, browser, server: str, path: str, *, width: int = 1280,
+                 dark: bool = False) -> None:
         self.url = f"{server}/{path}"
         self.errors: list[str] = []
         self.foreign: list[str] = []
         self.failed: list[str] = []
         self.responses: dict[str, int] = {}
         self.pending: set[str] = set()  # requests issued and not yet finished or failed
-        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+        self.context = browser.new_context(viewport={"width": width, "height": 900})
         self.page = self.context.new_page()
+        if dark:  # what the theme's toggle stores; the theme reads it before the first paint
+            self.page.add_init_script(
+                "localStorage.setItem('mode', 'dark'); localStorage.setItem('theme', 'dark');"
+            )
         self.page.route("**/*", self._route)
         self.page.on("console", self._console)
         self.page.on("pageerror", lambda exc: self.errors.append(f"uncaught: {exc}"))
@@ -283,6 +292,68 @@ def _check_explorer(page, handle, label: str) -> list[str]:
     return problems
 
 
+# ----------------------------------------------------------------------------- layout
+#: Measured in the page: figures wider than their column, clipped titles, sliders over x-axis
+#: titles, colour bars over tick labels. Returns one line per problem.
+LAYOUT_JS = """
+() => {
+  const out = [];
+  const inter = (a, b) => Math.max(0, Math.min(a.right, b.right) - Math.max(a.left, b.left)) *
+                          Math.max(0, Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top));
+  document.querySelectorAll('.js-plotly-plot').forEach((gd, i) => {
+    const name = `figure ${i} (${gd.id})`;
+    const fig = gd.getBoundingClientRect();
+    if (fig.width === 0) { return; }
+    const col = (gd.closest('.cell_output') || gd.parentElement).getBoundingClientRect();
+    if (fig.width > col.width + 1 || fig.right > col.right + 1 || fig.left < col.left - 1) {
+      out.push(`${name}: ${Math.round(fig.width)} px wide in a ${Math.round(col.width)} px column`);
+    }
+    const svg = gd.querySelector('.main-svg');
+    const s = svg ? svg.getBoundingClientRect() : fig;
+    gd.querySelectorAll('.gtitle').forEach(t => {
+      const r = t.getBoundingClientRect();
+      if (r.width && (r.left < s.left - 1 || r.right > s.right + 1 || r.top < s.top - 1)) {
+        out.push(`${name}: title "${t.textContent.slice(0, 40)}" clipped ` +
+                 `(${Math.round(r.left - s.left)}..${Math.round(r.right - s.left)} of ` +
+                 `${Math.round(s.width)} px)`);
+      }
+    });
+    const sliders = [...gd.querySelectorAll('.slider-container')].map(e => e.getBoundingClientRect());
+    gd.querySelectorAll('[class^="g-x"][class$="title"]').forEach(t => {
+      const r = t.getBoundingClientRect();
+      if (r.width && sliders.some(sl => inter(sl, r) > 4)) {
+        out.push(`${name}: a slider covers the x-axis title "${t.textContent.slice(0, 30)}"`);
+      }
+    });
+    const ticks = [...gd.querySelectorAll('.ytick text, .xtick text')].map(e => e.getBoundingClientRect());
+    gd.querySelectorAll('.colorbar').forEach(cb => {
+      const r = cb.getBoundingClientRect();
+      if (r.width && ticks.some(t => inter(t, r) > 4)) {
+        out.push(`${name}: a colour bar covers tick labels`);
+      }
+    });
+  });
+  return out;
+}
+"""
+
+
+def _layout_problems(page, *, dark: bool = False) -> list[str]:
+    for fig in page.query_selector_all(".js-plotly-plot"):  # draw every figure first
+        fig.scroll_into_view_if_needed()
+    page.wait_for_timeout(500)  # the theme script's relayouts and title fitting
+    problems = page.evaluate(LAYOUT_JS)
+    if dark:
+        themes = page.evaluate(
+            "() => [...document.querySelectorAll('.js-plotly-plot')]"
+            ".map(g => g.getAttribute('data-llmviz-theme'))"
+        )
+        light = [i for i, t in enumerate(themes) if t != "dark"]
+        if light:
+            problems.append(f"plotly figures {light} kept their light colours in dark mode")
+    return problems
+
+
 # ----------------------------------------------------------------------------- the tests
 @pytest.mark.parametrize("doc", PAGES + EXTRA_PAGES)
 def test_page(doc: str, browser, server) -> None:
@@ -303,6 +374,7 @@ def test_page(doc: str, browser, server) -> None:
         if len(explorers) != expected:
             problems.append(f"{expected} explorers in the page source, {len(explorers)} set up in "
                             "the browser (the slider script did not run)")
+        problems += [f"at 1280 px: {p}" for p in _layout_problems(visit.page)]
         for i, handle in enumerate(explorers):
             problems += _check_explorer(visit.page, handle, f"explorer {i}")
         problems += visit.errors
@@ -313,6 +385,35 @@ def test_page(doc: str, browser, server) -> None:
             pytest.fail(f"{doc}: " + "\n  ".join(problems) + f"\nscreenshot: {shot}", pytrace=False)
     finally:
         visit.close()
+
+
+@pytest.mark.parametrize("width,dark", [(420, False), (1280, True)], ids=["420px", "dark"])
+@pytest.mark.parametrize("doc", PAGES)
+def test_page_narrow_and_dark(doc: str, width: int, dark: bool, browser, server) -> None:
+    """Each chapter on a phone-wide screen and in dark mode: nothing clipped or overflowing,
+    figures in the page's colours, no console error."""
+    visit = Visit(browser, server, f"{doc}.html", width=width, dark=dark)
+    try:
+        visit.open()
+        if dark:
+            assert visit.page.evaluate("document.documentElement.dataset.theme") == "dark"
+        problems = _layout_problems(visit.page, dark=dark) + visit.errors
+        problems += [f"local request failed: {u}" for u in visit.failed]
+        if problems:
+            shot = visit.screenshot(f"{doc}-{width}{'-dark' if dark else ''}")
+            pytest.fail(f"{doc} at {width} px{' dark' if dark else ''}: "
+                        + "\n  ".join(problems) + f"\nscreenshot: {shot}", pytrace=False)
+    finally:
+        visit.close()
+
+
+def test_favicon_and_metadata(site) -> None:
+    """Every page names the favicon (no 404 for /favicon.ico) and carries a description."""
+    assert (site / "_static" / "favicon.svg").is_file()
+    for doc in PAGES:
+        text = (site / f"{doc}.html").read_text(encoding="utf-8")
+        assert 'rel="icon"' in text, f"{doc}.html has no favicon link"
+        assert '<meta name="description"' in text and 'property="og:title"' in text, doc
 
 
 def test_every_page_has_content(site) -> None:
