@@ -5,6 +5,7 @@
   (``(T, S)``, ``(H, T, S)``, ``(B, H, T, S)`` or a per-layer list) -> ``(H, T, S)`` or ``(T, S)``.
 * :func:`query_key_labels`: token labels of the rows (queries) and columns (keys) of a map.
 * :func:`color_limit`: the top of a shared colour scale (given, or the largest value shown).
+* :func:`color_range`: ``(vmin, vmax)``: 0 up for weights, symmetric about 0 for raw scores.
 * :func:`panel_inches`: ``panel_size=`` (one number or ``(width, height)``) as a pair.
 
 Shape letters: B batch, H heads, T queries, S keys. Queries are the last T of the S keys
@@ -20,7 +21,8 @@ import torch
 
 from ..attention.masks import query_positions
 
-__all__ = ["to_numpy", "select_weights", "query_key_labels", "color_limit", "panel_inches"]
+__all__ = ["to_numpy", "select_weights", "query_key_labels", "color_limit", "color_range",
+           "panel_inches"]
 
 
 def to_numpy(x: Any) -> np.ndarray:
@@ -109,6 +111,20 @@ def color_limit(values: np.ndarray, vmax: float | None) -> float:
         return float(vmax)
     top = float(np.nanmax(values)) if values.size else 1.0
     return top if top > 0 else 1.0
+
+
+def color_range(values: np.ndarray, vmax: float | None) -> tuple[float, float]:
+    """``(vmin, vmax)`` of a shared colour scale that clips nothing.
+
+    Weights (no negative value): ``(0, color_limit(values, vmax))``. Raw scores (a negative
+    finite value): symmetric about 0, ``(-top, top)`` with ``top`` = ``vmax`` or the largest
+    finite ``|score|``; masked ``-inf`` scores do not set the scale.
+    """
+    finite = values[np.isfinite(values)]
+    if finite.size and float(finite.min()) < 0:
+        top = color_limit(finite, vmax) if vmax is not None else float(np.abs(finite).max())
+        return -top, top
+    return 0.0, color_limit(finite, vmax)
 
 
 def panel_inches(panel_size: float | tuple[float, float]) -> tuple[float, float]:

@@ -7,8 +7,8 @@ per-layer list of ``(B, H, T, S)``, as torch tensors or numpy arrays, with ``lay
 last T of the S key positions (:func:`llmviz.attention.masks.query_positions`), so the
 query labels are the tokens of those keys. ``panel_size`` of a grid is one panel in inches.
 
-Panels that are compared share one colour scale (0 to the largest weight shown, unless
-``vmax`` is given); nothing is clipped.
+Compared panels share one colour scale and nothing is clipped: weights run 0 to the largest
+shown (or ``vmax``); raw scores (any negative) get a diverging map from -top to top.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import numpy as np
 
 from .._checks import check_choice, check_positive_int
 from ..attention.masks import query_positions
-from ._data import color_limit, panel_inches, query_key_labels, select_weights, to_numpy
-from ._style import PALETTE, PLOTLY_SEQUENTIAL, SEQUENTIAL, get_ax
+from ._data import color_range, panel_inches, query_key_labels, select_weights, to_numpy
+from ._style import DIVERGING, PALETTE, PLOTLY_DIVERGING, PLOTLY_SEQUENTIAL, SEQUENTIAL, get_ax
 
 __all__ = [
     "plot_attention_heatmap",
@@ -35,9 +35,15 @@ __all__ = [
 ]
 
 
-def _draw(ax, w: np.ndarray, tokens, vmax: float, *, ticks: bool = True):
+def _scale(values: np.ndarray, vmax: float | None) -> tuple[str, float, float, str]:
+    lo, hi = color_range(values, vmax)  # -> (cmap, vmin, vmax, colour-bar label)
+    return (DIVERGING, lo, hi, "score") if lo < 0 else (SEQUENTIAL, lo, hi, "weight")
+
+
+def _draw(ax, w: np.ndarray, tokens, scale: tuple[str, float, float, str], *, ticks: bool = True):
     T, S = w.shape
-    im = ax.imshow(w, cmap=SEQUENTIAL, vmin=0.0, vmax=vmax, aspect="auto", interpolation="nearest")
+    im = ax.imshow(w, cmap=scale[0], vmin=scale[1], vmax=scale[2], aspect="auto",
+                   interpolation="nearest")
     q_labels, k_labels = query_key_labels(tokens, T, S)
     if ticks and k_labels is not None:
         ax.set_xticks(range(S), k_labels, rotation=90)
@@ -62,8 +68,8 @@ def plot_attention_heatmap(
 ):
     """One attention map: queries down, keys across, token labels on the ticks.
 
-    Returns:
-        The matplotlib ``Axes``.
+    Weights run 0 to the largest (or ``vmax``); raw scores with a negative value get a diverging
+    scale from -top to top, so nothing is clipped. Returns the matplotlib ``Axes``.
     """
     w = select_weights(weights, layer=layer, batch=batch, head=head)
     if w.ndim == 3:
@@ -75,7 +81,7 @@ def plot_attention_heatmap(
         w = w[0]
     T, S = w.shape
     ax = get_ax(ax, figsize=(1.0 + 0.35 * S, 0.8 + 0.35 * T) if tokens is not None else (5, 4))
-    im = _draw(ax, w, tokens, color_limit(w, vmax))
+    im = _draw(ax, w, tokens, scale := _scale(w, vmax))
     ax.set_xlabel("key (S)")
     ax.set_ylabel("query (T)")
     if title is not None:
@@ -83,7 +89,7 @@ def plot_attention_heatmap(
     elif head is not None:
         ax.set_title(f"head {head}" if layer is None else f"layer {layer}, head {head}")
     if colorbar:
-        ax.figure.colorbar(im, ax=ax, label="weight")
+        ax.figure.colorbar(im, ax=ax, label=scale[3])
     return ax
 
 
@@ -114,7 +120,7 @@ def plot_attention_heads(
             raise ValueError(f"head {h} is out of range for {w.shape[0]} heads")
     check_positive_int(ncols, "ncols")
     shown = w[idx]
-    top = color_limit(shown, vmax)
+    scale = _scale(shown, vmax)
     ncols = min(ncols, len(idx))
     nrows = math.ceil(len(idx) / ncols)
     pw, ph = panel_inches(panel_size)
@@ -127,13 +133,13 @@ def plot_attention_heads(
         if n >= len(idx):
             ax.set_axis_off()
             continue
-        im = _draw(ax, shown[n], tokens, top, ticks=tokens is not None)
+        im = _draw(ax, shown[n], tokens, scale, ticks=tokens is not None)
         ax.set_title(f"head {idx[n]}", fontsize=9)
         if tokens is not None:
             ax.tick_params(labelsize=7)
             if n % ncols:
                 ax.set_yticklabels([])
-    fig.colorbar(im, ax=axes, label="weight", shrink=0.8)
+    fig.colorbar(im, ax=axes, label=scale[3], shrink=0.8)
     if layer is not None:
         fig.suptitle(f"layer {layer}")
     return fig
@@ -163,7 +169,7 @@ def plot_model_view(
     maps = [select_weights(weights_per_layer, layer=l, batch=batch) for l in range(len(weights_per_layer))]
     maps = [m[None] if m.ndim == 2 else m for m in maps]
     H = max(m.shape[0] for m in maps)
-    top = color_limit(np.concatenate([m.reshape(-1) for m in maps]), vmax)
+    scale = _scale(np.concatenate([m.reshape(-1) for m in maps]), vmax)
     L = len(maps)
     pw, ph = panel_inches(panel_size)
     fig, axes = plt.subplots(L, H, figsize=(pw * H + 1.2, ph * L + 0.4), squeeze=False,
@@ -175,12 +181,12 @@ def plot_model_view(
             if h >= m.shape[0]:
                 ax.set_axis_off()
                 continue
-            im = _draw(ax, m[h], None, top, ticks=False)
+            im = _draw(ax, m[h], None, scale, ticks=False)
             if l == 0:
                 ax.set_title(f"head {h}", fontsize=8)
             if h == 0:
                 ax.set_ylabel(f"layer {l}", fontsize=8)
-    fig.colorbar(im, ax=axes, label="weight", shrink=0.8)
+    fig.colorbar(im, ax=axes, label=scale[3], shrink=0.8)
     return fig
 
 
@@ -277,8 +283,7 @@ def plot_attention_heads_plotly(
 ):
     """Interactive heatmap with a slider over heads (shared colour scale, hover shows tokens).
 
-    Returns:
-        A plotly ``go.Figure`` with one heatmap trace per head, one visible at a time.
+    Returns a plotly ``go.Figure``: one heatmap trace per head, one visible at a time.
     """
     import plotly.graph_objects as go
 
@@ -286,7 +291,7 @@ def plot_attention_heads_plotly(
     if w.ndim == 2:
         w = w[None]
     H, T, S = w.shape
-    top = color_limit(w, vmax)
+    lo, top = color_range(w, vmax)
     q_labels, k_labels = query_key_labels(tokens, T, S)
     q_pos = query_positions(T, S).tolist()
     x, y = list(range(S)), q_pos
@@ -296,7 +301,8 @@ def plot_attention_heads_plotly(
     fig = go.Figure()
     for h in range(H):
         fig.add_trace(go.Heatmap(
-            z=w[h], x=x, y=y, zmin=0, zmax=top, colorscale=PLOTLY_SEQUENTIAL, visible=h == 0,
+            z=w[h], x=x, y=y, zmin=lo, zmax=top, visible=h == 0,
+            colorscale=PLOTLY_DIVERGING if lo < 0 else PLOTLY_SEQUENTIAL,
             name=f"head {h}", hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>",
         ))
     steps = [{"label": str(h), "method": "update",
@@ -319,8 +325,7 @@ def plot_group_mapping(n_heads: int, n_kv_heads: int, *, layout: str = "contiguo
             ``repeat_kv``, Llama/Mistral checkpoints) or ``"interleaved"`` (``h % G``: the
             incompatible mapping of some from-scratch code).
 
-    Returns:
-        The matplotlib ``Axes`` (one line per query head, coloured by kv head).
+    Returns the matplotlib ``Axes`` (one line per query head, coloured by kv head).
     """
     check_positive_int(n_heads, "n_heads")
     check_positive_int(n_kv_heads, "n_kv_heads")
@@ -341,6 +346,5 @@ def plot_group_mapping(n_heads: int, n_kv_heads: int, *, layout: str = "contiguo
     ax.set_xticks(range(n_heads))
     ax.set_ylim(-0.3, 1.3)
     ax.set_title(f"H={n_heads}, G={n_kv_heads}, {layout}")
-    for side in ("top", "right", "bottom"):
-        ax.spines[side].set_visible(False)
+    ax.spines[["top", "right", "bottom"]].set_visible(False)
     return ax

@@ -213,3 +213,38 @@ def test_tiling_explorer_counts_match_tiled_attention():
     assert z.shape == (64, 64) and (z[0, 16:] == 0).all() and (z[63, :48] == 2).all()
     assert "10 computed, 6 skipped" in causal.layout["title.text"]
     assert "16 computed, 0 skipped" in ex.frame(block=16, causal=False).layout["title.text"]
+
+
+def test_heatmap_raw_scores_keep_their_negative_values():
+    g = torch.Generator().manual_seed(3)
+    scores = torch.randn(5, 5, generator=g) * 3
+    scores = scores.masked_fill(~causal_mask(5, 5), float("-inf"))
+    ax = plot_attention_heatmap(scores)
+    (im,) = ax.get_images()
+    finite = scores[torch.isfinite(scores)]
+    top = float(finite.abs().max())
+    lo, hi = im.get_clim()
+    assert (lo, hi) == (pytest.approx(-top), pytest.approx(top))
+    assert lo <= float(finite.min()) and hi >= float(finite.max())  # nothing clipped
+    assert im.get_cmap().name == "RdBu_r"
+    assert ax.figure.axes[-1].get_ylabel() == "score"
+
+
+def test_heatmap_weights_stay_on_a_zero_based_scale():
+    w = _weights()[0, 0]
+    ax = plot_attention_heatmap(w, vmax=1.0)
+    (im,) = ax.get_images()
+    assert im.get_clim() == (0.0, 1.0)
+    assert im.get_cmap().name == "viridis"
+    assert ax.figure.axes[-1].get_ylabel() == "weight"
+
+
+def test_heads_grid_and_plotly_share_a_symmetric_scale_for_scores():
+    scores = torch.randn(3, 4, 4, generator=torch.Generator().manual_seed(4))
+    top = float(scores.abs().max())
+    fig = plot_attention_heads(scores)
+    clims = [im.get_clim() for ax in fig.axes for im in ax.get_images()]
+    assert len(clims) == 3
+    assert all(c == (pytest.approx(-top), pytest.approx(top)) for c in clims)
+    pfig = plot_attention_heads_plotly(scores)
+    assert all((t.zmin, t.zmax) == (pytest.approx(-top), pytest.approx(top)) for t in pfig.data)
