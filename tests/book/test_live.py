@@ -119,11 +119,23 @@ def test_live_explorer_follows_its_sliders(lab):
         page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=RUN_TIMEOUT_MS)
         page.wait_for_selector("text=Kernel status: Idle", timeout=RUN_TIMEOUT_MS,
                                state="attached")
-        page.click(".lm-MenuBar-itemLabel:text-is('Run')")
-        page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
+        for attempt in range(3):  # a click that lands before the UI is ready does nothing
+            page.click(".lm-MenuBar-itemLabel:text-is('Run')")
+            page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
+            try:  # a cell got an execution prompt: [*] or [1]
+                page.wait_for_selector(".jp-InputPrompt:text-matches('\\[[0-9*]+\\]')",
+                                       timeout=15_000, state="attached")
+                break
+            except Exception:  # noqa: BLE001 - try again, then fail below
+                page.keyboard.press("Escape")
         # The explorer is the chapter's last widget: wait for its figure inside its Output.
-        out = page.wait_for_selector(".widget-output .js-plotly-plot .gtitle",
-                                     timeout=RUN_TIMEOUT_MS, state="attached")
+        try:
+            page.wait_for_selector(".widget-output .js-plotly-plot .gtitle",
+                                   timeout=RUN_TIMEOUT_MS, state="attached")
+        except Exception:
+            BUILD.mkdir(exist_ok=True)
+            page.screenshot(path=str(BUILD / "live_failure.png"), full_page=True)
+            raise
         box = page.query_selector_all(".widget-vbox")[-1]
         output = box.query_selector(".widget-output")
         sliders = box.query_selector_all(".widget-slider")
