@@ -20,9 +20,6 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from .._checks import check_choice, check_positive_int
 
-# Re-exported only for notebook 00 (``from llmviz.plots.training import divergence_grid``);
-# remove once it imports ``from llmviz.analysis import divergence_grid``.
-from ..analysis.sweeps import divergence_grid  # noqa: F401
 from ..training.loop import History, LengthEval
 from ._style import PALETTE, get_ax
 

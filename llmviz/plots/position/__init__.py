@@ -10,9 +10,6 @@ Everything is also importable from here (``from llmviz.plots import position as 
 
 from __future__ import annotations
 
-# Re-exported only for notebook 00 (``from llmviz.plots.position import mass_by_distance``);
-# remove once it imports ``from llmviz.attention.metrics import mass_by_distance``.
-from ...attention.metrics import mass_by_distance  # noqa: F401
 from .absolute import (
     plot_score_vs_offset,
     plot_sinusoidal_heatmap,
