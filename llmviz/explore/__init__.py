@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import pkgutil
 from typing import Callable
@@ -40,3 +41,15 @@ def factories() -> list[tuple[str, Callable[..., Explorer], tuple[str, ...]]]:
             )
             found.append((f"{info.name}.{name}", fn, needs))
     return found
+
+
+def __getattr__(name: str):
+    """``llmviz.explore.<submodule>`` without importing it by hand: imported on first access."""
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    subs = [m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")]
+    return sorted(set(globals()) | set(subs))
