@@ -81,15 +81,26 @@ def capture_attention(hf_model: Any, input_ids: torch.Tensor, **kwargs: Any) -> 
     The model runs on the eager attention implementation for the call and gets its previous
     one back afterwards.
     """
+    if type(hf_model).__module__.startswith("llmviz."):
+        raise TypeError(
+            f"capture_attention reads Hugging Face models, got an llmviz {type(hf_model).__name__}; "
+            "for an llmviz model call it with return_weights=True: model(ids, "
+            "return_weights=True).weights is the same per-layer list of (B, H, T, S) weights"
+        )
     config = getattr(hf_model, "config", None)
     if config is None or not callable(hf_model):
         raise TypeError(
             f"hf_model must be a Hugging Face model (with .config), got {type(hf_model).__name__}; "
             "for an llmviz model call model(ids, return_weights=True).weights"
         )
-    if not isinstance(input_ids, torch.Tensor) or input_ids.ndim != 2 or input_ids.is_floating_point():
-        got = tuple(input_ids.shape) if isinstance(input_ids, torch.Tensor) else type(input_ids).__name__
-        raise TypeError(f"input_ids must be a (B, T) integer tensor, got {got}; e.g. ids[None] for one sequence")
+    if (not isinstance(input_ids, torch.Tensor) or input_ids.ndim != 2
+            or input_ids.is_floating_point() or input_ids.is_complex() or input_ids.dtype == torch.bool):
+        got = (f"{tuple(input_ids.shape)} {input_ids.dtype}" if isinstance(input_ids, torch.Tensor)
+               else type(input_ids).__name__)
+        raise TypeError(
+            f"input_ids must be a (B, T) integer tensor (a LongTensor), got {got}; e.g. ids[None] "
+            "for one sequence, torch.tensor([ids]) for a Python list"
+        )
     previous = getattr(config, "_attn_implementation", None)
     switch = previous not in (None, "eager") and hasattr(hf_model, "set_attn_implementation")
     if switch:

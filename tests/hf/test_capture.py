@@ -63,10 +63,15 @@ def test_capture_errors(make_hf):
     hf = make_hf("llama")
     with pytest.raises(TypeError, match="must be a Hugging Face model .* return_weights=True"):
         capture_attention(object(), torch.zeros(1, 3, dtype=torch.long))
-    with pytest.raises(TypeError, match=r"input_ids must be a \(B, T\) integer tensor, got \(3,\)"):
+    with pytest.raises(TypeError, match=r"input_ids must be a \(B, T\) integer tensor.*got \(3,\) torch.int64; e.g. ids\[None\]"):
         capture_attention(hf, torch.zeros(3, dtype=torch.long))
-    with pytest.raises(TypeError, match="got list"):
+    with pytest.raises(TypeError, match=r"got list; .*torch.tensor\(\[ids\]\) for a Python list"):
         capture_attention(hf, [[1, 2, 3]])
+    with pytest.raises(TypeError, match=r"got \(1, 3\) torch.float32"):
+        capture_attention(hf, torch.zeros(1, 3))
+    ours = from_hf(hf)
+    with pytest.raises(TypeError, match=r"got an llmviz DecoderLM.*call it with return_weights=True"):
+        capture_attention(ours, torch.zeros(1, 3, dtype=torch.long))
     with pytest.raises(ValueError, match=r"n_heads \(6\) must be divisible by n_kv_heads \(4\)"):
         kv_groups(6, 4)
     with pytest.raises(ValueError, match="n_kv_heads must be a positive int"):
