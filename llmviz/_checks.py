@@ -60,17 +60,25 @@ def check_tensor(
     return x
 
 
-def check_dtype_matches(x: torch.Tensor, weight: torch.Tensor, who: str) -> None:
+def check_dtype_matches(
+    x: torch.Tensor, weight: torch.Tensor, who: str, *, low_precision_ok: bool = False
+) -> None:
     """Raise ``TypeError`` if ``x`` and a module's ``weight`` differ in dtype (outside autocast).
 
     Inside ``torch.autocast`` mixed dtypes are the point (the matmuls cast), so nothing is
-    checked there. Reads dtypes only, never values.
+    checked there. With ``low_precision_ok`` a bfloat16/float16 ``x`` may meet float32 weights
+    (norms kept in float32 under mixed precision; the output keeps ``x``'s dtype). Reads
+    dtypes only, never values.
     """
-    if x.dtype != weight.dtype and not torch.is_autocast_enabled(x.device.type):
-        raise TypeError(
-            f"{who} got x of dtype {x.dtype} but its weights are {weight.dtype}; cast one to "
-            f"the other (x.to({weight.dtype}) or module.to(x.dtype)), or run under torch.autocast"
-        )
+    if x.dtype == weight.dtype or torch.is_autocast_enabled(x.device.type):
+        return
+    if low_precision_ok and weight.dtype == torch.float32 and x.dtype in (torch.bfloat16, torch.float16):
+        return
+    hint = ", e.g. model.double() for float64 input" if x.dtype == torch.float64 else ""
+    raise TypeError(
+        f"{who} got x of dtype {x.dtype} but its weights are {weight.dtype}; cast one to "
+        f"the other (x.to({weight.dtype}) or module.to(x.dtype){hint}), or run under torch.autocast"
+    )
 
 
 def check_choice(value: Any, name: str, choices: Iterable[Any]) -> Any:

@@ -29,6 +29,11 @@ def test_check_dtype_matches_outside_autocast_only():
     _checks.check_dtype_matches(torch.zeros(2), w, "MLP")  # same dtype: fine
     with torch.autocast("cpu", dtype=torch.bfloat16):
         _checks.check_dtype_matches(torch.zeros(2, dtype=torch.bfloat16), w, "MLP")  # autocast casts
+    with pytest.raises(TypeError, match=r"got x of dtype torch.bfloat16 but its weights are torch.float32"):
+        _checks.check_dtype_matches(torch.zeros(2, dtype=torch.bfloat16), w, "MLP")
+    _checks.check_dtype_matches(torch.zeros(2, dtype=torch.bfloat16), w, "norm", low_precision_ok=True)
+    with pytest.raises(TypeError, match=r"model.double\(\) for float64 input"):
+        _checks.check_dtype_matches(torch.zeros(2, dtype=torch.float64), w, "norm", low_precision_ok=True)
 
 
 def test_check_real():

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .._checks import check_positive_int, check_tensor
+from .._checks import check_dtype_matches, check_positive_int, check_tensor
 from ._common import affine, check_eps, check_last_dim, check_param, upcast
 
 __all__ = ["layer_norm", "rms_norm", "LayerNorm", "RMSNorm"]
@@ -104,6 +104,7 @@ class LayerNorm(nn.Module):
         """``(..., C) -> (..., C)``."""
         check_tensor(x, "x", floating=True)
         check_last_dim(x, self.d, "LayerNorm")
+        check_dtype_matches(x, self.weight, "LayerNorm", low_precision_ok=True)
         if self.fused:
             return F.layer_norm(x, (self.d,), self.weight, self.bias, self.eps)
         return layer_norm(x, self.weight, self.bias, eps=self.eps)

@@ -93,6 +93,25 @@ def test_half_precision_keeps_dtype(gen):
         assert norm.to(torch.bfloat16)(x).dtype == torch.bfloat16
 
 
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_layer_norm_float64_into_float32_names_both_dtypes_and_the_fix(gen, fused):
+    norm = LayerNorm(32, fused=fused)
+    x = _x(gen, 2, 8, 32).double()
+    with pytest.raises(TypeError, match=r"LayerNorm got x of dtype torch.float64 but its weights are "
+                       r"torch.float32; .*x.to\(torch.float32\) or module.to\(x.dtype\), e.g. model.double\(\)"):
+        norm(x)
+    y32 = norm(x.float())
+    torch.testing.assert_close(norm.double()(x), y32.double(), rtol=1e-5, atol=1e-5)
+    with pytest.raises(TypeError, match=r"got x of dtype torch.float32 but its weights are torch.float64"):
+        norm(x.float())
+
+
+def test_layer_norm_low_precision_input_may_meet_float32_weights(gen):
+    x = _x(gen, 2, 8, 32).bfloat16()
+    for fused in (True, False):  # mixed precision: the norm stays float32, the output keeps bf16
+        assert LayerNorm(32, fused=fused)(x).dtype == torch.bfloat16
+
 # ----------------------------------------------------------------------------- fused == formula
 @pytest.mark.parametrize("cls,kw", [(LayerNorm, {}), (LayerNorm, {"bias": False}), (RMSNorm, {}),
                                     (RMSNorm, {"unit_offset": True})])
