@@ -20,7 +20,7 @@ from llmviz.ffn import make_ffn
 from llmviz.model.lm import DecoderLM
 from llmviz.model.presets import preset
 from llmviz.norm import LayerNorm, RMSNorm, layer_norm, rms_norm
-from llmviz.position.rope import RotaryEmbedding
+from llmviz.position.rotary import RotaryEmbedding
 
 DTYPES = [torch.float64, torch.float32, torch.bfloat16, torch.float16]
 TOL = {torch.float64: 1e-12, torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 5e-2}

@@ -61,7 +61,7 @@ class MultiHeadAttention(nn.Module):
         head_dim: per-head width D (default ``C // H``; may differ, as in Gemma).
         bias: whether the projections have biases.
         rope: a rotary module called as ``rope(q, k, positions) -> (q, k)`` (e.g.
-            ``llmviz.position.rope.RotaryEmbedding``), or None.
+            ``llmviz.position.rotary.RotaryEmbedding``), or None.
         alibi: add ALiBi biases (Press et al. 2022) built by ``llmviz.position.alibi``.
         qk_norm: None, ``"rms"``, ``"layer"`` or ``"rms_gemma"``: norm of q and k (``q_norm``,
             ``k_norm``) before RoPE, as in OLMo 2 / Qwen 3 / Gemma 3.

@@ -82,7 +82,7 @@ class DecoderLM(nn.Module):
         self.drop = nn.Dropout(c.dropout)
         rope = None
         if c.position == "rope":
-            from ..position.rope import RotaryEmbedding
+            from ..position.rotary import RotaryEmbedding
 
             rope = RotaryEmbedding(
                 c.head_dim, base=c.rope_base, layout=c.rope_layout, rotary_dim=c.rotary_dim,

@@ -24,7 +24,6 @@ from .relative import (
 )
 from .rope import (
     RopeScaling,
-    RotaryEmbedding,
     apply_rope,
     apply_rotary,
     interleaved_to_half_permutation,
@@ -32,6 +31,7 @@ from .rope import (
     rope_frequencies,
 )
 from .rope_decay import rope_decay_curve, rope_score_bound
+from .rotary import RotaryEmbedding
 from .sinusoidal import (
     SinusoidalPositionalEmbedding,
     sinusoidal_encoding,

@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 from llmviz.position.rope import (
     LAYOUTS,
     RopeScaling,
-    RotaryEmbedding,
     apply_rope,
     apply_rotary,
     interleaved_to_half_permutation,
@@ -27,6 +26,7 @@ from llmviz.position.rope import (
     rope_frequencies,
 )
 from llmviz.position.rope_scaling import HF_ROPE_TYPES
+from llmviz.position.rotary import RotaryEmbedding
 
 transformers = pytest.importorskip("transformers")
 from transformers import GPTNeoXConfig, LlamaConfig, Phi3Config  # noqa: E402
@@ -551,3 +551,13 @@ def test_score_bound_holds_and_actual_matches_rotation(gen, layout):
     curve = rope_decay_curve(offsets, 32)
     assert curve[0] > 2.5 * curve[-50:].mean()
     assert (torch.diff(actual) > 0).any() and (torch.diff(actual) < 0).any()
+
+
+def test_rotary_embedding_import_paths_name_one_class():
+    import llmviz.position as position
+    import llmviz.position.rope as rope
+
+    assert rope.RotaryEmbedding is RotaryEmbedding is position.RotaryEmbedding
+    assert RotaryEmbedding.__module__ == "llmviz.position.rotary"
+    with pytest.raises(AttributeError, match="has no attribute 'RotaryEmbeding'"):
+        rope.RotaryEmbeding
