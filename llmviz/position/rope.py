@@ -171,6 +171,15 @@ def apply_rotary(
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
     # out = x * cos + rotate(x) * sin, with rotate(x) pairing (a, b) -> (-b, a). Written as one
     # product plus two fused multiply-adds on views, so no rotated copy of x is materialised.
+    if torch.is_grad_enabled() and (x.requires_grad or sin.requires_grad):
+        # under autograd, in-place updates of slices cost a clone and copy per slice in the
+        # backward: the plain out-of-place formula is cheaper there (HF's rotate_half form)
+        if layout == "half":
+            h = x.shape[-1] // 2
+            rotated = torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+        else:
+            rotated = torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)
+        return x * cos + rotated * sin
     out = x * cos
     if layout == "half":
         h = x.shape[-1] // 2

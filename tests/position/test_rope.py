@@ -561,3 +561,18 @@ def test_rotary_embedding_import_paths_name_one_class():
     assert RotaryEmbedding.__module__ == "llmviz.position.rotary"
     with pytest.raises(AttributeError, match="has no attribute 'RotaryEmbeding'"):
         rope.RotaryEmbeding
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_rotary_under_autograd_equals_the_in_place_path_and_its_gradient_rotates_back(layout, gen):
+    inv_freq, _ = rope_frequencies(32)
+    cos, sin = rope_cos_sin(torch.arange(12), inv_freq, layout=layout)
+    x = torch.randn(2, 3, 12, 32, generator=gen, requires_grad=True)
+    upstream = torch.randn(2, 3, 12, 32, generator=gen)
+    with torch.no_grad():  # the in-place path
+        expected = apply_rotary(x, cos, sin, layout=layout)
+    y = apply_rotary(x, cos, sin, layout=layout)  # the out-of-place path autograd takes
+    torch.testing.assert_close(y, expected, rtol=1e-6, atol=1e-6)
+    y.backward(upstream)
+    # a rotation is orthogonal: the gradient is the upstream gradient rotated by -angle
+    torch.testing.assert_close(x.grad, apply_rotary(upstream, cos, -sin, layout=layout), rtol=1e-6, atol=1e-6)
