@@ -72,6 +72,7 @@
   }
 
   var MIN_TITLE_PX = 9;
+  var WRAP_TITLE_PX = 11;
 
   function fitTitle(gd) {
     var title = gd.querySelector(".gtitle");
@@ -81,7 +82,9 @@
     var r = title.getBoundingClientRect();
     var size = gd._fullLayout.title.font.size;
     if (avail <= 0 || r.width === 0) { return; }
-    var overflow = r.width > avail || r.left < svg.getBoundingClientRect().left;
+    var box = svg.getBoundingClientRect();
+    var offside = r.left < box.left || r.right > box.right - 2;  // fits, but centred off the edge
+    var overflow = r.width > avail || offside;
     var natural = gd.__llmvizTitleSize;
     if (!overflow && !(natural && size < natural && r.width * natural / size < avail)) { return; }
     if (!natural) { gd.__llmvizTitleSize = natural = size; }
@@ -90,35 +93,63 @@
     var up = {"title.font.size": want};
     var text = gd.layout.title && gd.layout.title.text;
     if (fit < MIN_TITLE_PX && typeof text === "string" && text.indexOf("<br>") < 0) {
-      // Still too wide at the smallest size: break it in two at the separator nearest the middle.
-      var best = -1;
-      [/; /g, /, /g, /: /g, / /g].some(function (sep) {
-        var m, mid = text.length / 2;
-        while ((m = sep.exec(text)) !== null) {
-          if (best < 0 || Math.abs(m.index - mid) < Math.abs(best - mid)) { best = m.index + m[0].length - 1; }
-        }
-        return best > 0;
+      // Still too wide at the smallest size: wrap it at spaces into lines that fit at
+      // WRAP_TITLE_PX (about 0.6 em per character).
+      var perLine = Math.max(12, Math.floor(avail / (0.6 * WRAP_TITLE_PX)));
+      var lines = [], line = "";
+      text.split(" ").forEach(function (word) {
+        if (line && (line + " " + word).length > perLine) { lines.push(line); line = word; }
+        else { line = line ? line + " " + word : word; }
       });
-      if (best > 0) {
-        up["title.text"] = text.slice(0, best + 1).trim() + "<br>" + text.slice(best + 1).trim();
-        up["title.font.size"] = Math.max(MIN_TITLE_PX, Math.min(natural, 2 * fit));
+      if (line) { lines.push(line); }
+      if (lines.length > 1) {
+        up["title.text"] = lines.join("<br>");
+        up["title.font.size"] = Math.min(natural, WRAP_TITLE_PX);
+        if (gd.__llmvizMarginT === undefined) { gd.__llmvizMarginT = gd._fullLayout.margin.t; }
+        up["margin.t"] = gd.__llmvizMarginT + (lines.length - 1) * (WRAP_TITLE_PX + 4);
       }
-    } else if (want === size) { return; }
-    if (r.left < svg.getBoundingClientRect().left || want < natural) {
+    } else if (want === size && !offside) { return; }
+    if (offside || want < natural) {
       up["title.x"] = 0.02; up["title.xanchor"] = "left";  // fit from the left edge
     }
+    window.Plotly.relayout(gd, up);
+  }
+
+  // Sliders sit a fixed distance below the plot area; long or rotated tick labels can push an
+  // x-axis title down onto the first slider. Measure, and move every slider (and the bottom
+  // margin) down by the overlap.
+  function clearSliders(gd) {
+    if (!window.Plotly || !gd._fullLayout || !(gd.layout.sliders || []).length) { return; }
+    var sliders = gd.querySelectorAll(".slider-container");
+    var titles = gd.querySelectorAll('[class^="g-x"][class$="title"]');
+    if (!sliders.length || !titles.length) { return; }
+    var top = Infinity, bottom = -Infinity;
+    sliders.forEach(function (s) { top = Math.min(top, s.getBoundingClientRect().top); });
+    titles.forEach(function (t) {
+      var r = t.getBoundingClientRect();
+      if (r.width) { bottom = Math.max(bottom, r.bottom); }
+    });
+    var need = Math.ceil(bottom - top) + 6;
+    if (!(need > 0) || need > 400) { return; }
+    var up = {"margin.b": gd._fullLayout.margin.b + need,
+              "height": gd._fullLayout.height + need};
+    gd.layout.sliders.forEach(function (sl, i) {
+      up["sliders[" + i + "].pad.t"] = ((sl.pad && sl.pad.t) || 0) + need;
+    });
     window.Plotly.relayout(gd, up);
   }
 
   function hook(gd) {
     if (gd.__llmvizHooked || !gd.on) { return; }
     gd.__llmvizHooked = true;
-    gd.on("plotly_afterplot", function () { fitTitle(gd); });
+    gd.on("plotly_afterplot", function () { fitTitle(gd); clearSliders(gd); });
   }
 
   function applyAll() {
     var figs = document.querySelectorAll(".js-plotly-plot");
-    for (var i = 0; i < figs.length; i++) { apply(figs[i]); hook(figs[i]); fitTitle(figs[i]); }
+    for (var i = 0; i < figs.length; i++) {
+      apply(figs[i]); hook(figs[i]); fitTitle(figs[i]); clearSliders(figs[i]);
+    }
   }
 
   function start() {
