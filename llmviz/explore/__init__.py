@@ -8,6 +8,7 @@ import inspect
 import pkgutil
 from typing import Callable
 
+from .._lazy import lazy_submodules
 from ._core import (
     Control,
     Explorer,
@@ -43,13 +44,5 @@ def factories() -> list[tuple[str, Callable[..., Explorer], tuple[str, ...]]]:
     return found
 
 
-def __getattr__(name: str):
-    """``llmviz.explore.<submodule>`` without importing it by hand: imported on first access."""
-    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    subs = [m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")]
-    return sorted(set(globals()) | set(subs))
+# ``llmviz.explore.<submodule>`` without importing it by hand: imported on first access.
+__getattr__, __dir__ = lazy_submodules(__name__, __path__, globals())

@@ -1,3 +1,5 @@
+from .._lazy import lazy_submodules
+
 """llmviz figures: matplotlib/seaborn (axes-level: ``ax=None`` in, ``Axes`` out) and plotly.
 
 Names: ``plot_*`` draws with matplotlib, ``plot_*_plotly`` with plotly. Shared keywords:
@@ -6,9 +8,6 @@ number or ``(width, height)``), ``vmax=``, and ``layer=``/``batch=``/``head=`` s
 attention weights (:func:`select_weights`). Plots draw; the numbers come from the library.
 """
 
-import importlib
-import importlib.util
-import pkgutil
 
 from ._data import select_weights
 from ._style import (
@@ -29,13 +28,5 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    """``llmviz.plots.<submodule>`` without importing it by hand: imported on first access."""
-    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    subs = [m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")]
-    return sorted(set(globals()) | set(subs))
+# ``llmviz.plots.<submodule>`` without importing it by hand: imported on first access.
+__getattr__, __dir__ = lazy_submodules(__name__, __path__, globals())

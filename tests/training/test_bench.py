@@ -12,7 +12,7 @@ import time
 import pytest
 import torch
 
-from llmviz.evidence import FAILS, HOLDS, UNRESOLVED, Estimate, paired_ratio
+from llmviz.evidence import FAILS, HOLDS, UNRESOLVED, Estimate
 from llmviz.training.bench import Comparison, Timing, compare, measure, speed_claim
 
 FAST = dict(repeats=5, warmup=1, min_run_time=0.02)
