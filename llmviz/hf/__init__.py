@@ -26,11 +26,7 @@ from .anatomy import Anatomy, LayerAnatomy, anatomy
 from .capture import AttentionMaps, capture_attention, kv_groups
 from .config import REFUSED, SUPPORTED, config_from_hf
 from .load import (
-    config_from_hf_gpt2,
-    config_from_hf_llama,
     from_hf,
-    from_hf_gpt2,
-    from_hf_llama,
 )
 
 __all__ = [
@@ -42,10 +38,6 @@ __all__ = [
     "anatomy",
     "capture_attention",
     "config_from_hf",
-    "config_from_hf_gpt2",
-    "config_from_hf_llama",
     "from_hf",
-    "from_hf_gpt2",
-    "from_hf_llama",
     "kv_groups",
 ]

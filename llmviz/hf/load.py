@@ -16,12 +16,11 @@ from typing import Any
 
 import torch
 
-from ..model.config import ModelConfig
 from ..model.lm import DecoderLM
 from .config import config_from_hf, family_of
 from .weights import load_checkpoint, state_dict_of
 
-__all__ = ["config_from_hf_gpt2", "config_from_hf_llama", "from_hf", "from_hf_gpt2", "from_hf_llama"]
+__all__ = ["from_hf"]
 
 
 def from_hf(
@@ -61,39 +60,3 @@ def from_hf(
             raise TypeError(f"dtype must be a floating torch.dtype such as torch.bfloat16, got {dtype!r}")
         model = model.to(dtype)
     return model.eval()
-
-
-def _only(family: str, hf_config: Any, who: str) -> None:
-    if family_of(hf_config) != family:
-        raise ValueError(
-            f"{who} loads {family!r} checkpoints, got model_type {hf_config.model_type!r}; "
-            "use llmviz.hf.from_hf, which reads every supported family"
-        )
-
-
-def config_from_hf_llama(hf_config: Any, **overrides: Any) -> ModelConfig:
-    """:func:`config_from_hf` for a ``LlamaConfig`` (kept for the book's earlier chapters)."""
-    _only("llama", hf_config, "config_from_hf_llama")
-    return config_from_hf(hf_config, **overrides)
-
-
-def config_from_hf_gpt2(hf_config: Any, **overrides: Any) -> ModelConfig:
-    """:func:`config_from_hf` for a ``GPT2Config``."""
-    _only("gpt2", hf_config, "config_from_hf_gpt2")
-    return config_from_hf(hf_config, **overrides)
-
-
-def from_hf_llama(hf_model_or_state_dict: Any, hf_config: Any | None = None) -> DecoderLM:
-    """:func:`from_hf` for a ``LlamaForCausalLM`` (or its state dict and config)."""
-    cfg = hf_config if hf_config is not None else getattr(hf_model_or_state_dict, "config", None)
-    if cfg is not None:
-        _only("llama", cfg, "from_hf_llama")
-    return from_hf(hf_model_or_state_dict, config=cfg)
-
-
-def from_hf_gpt2(hf_model_or_state_dict: Any, hf_config: Any | None = None) -> DecoderLM:
-    """:func:`from_hf` for a ``GPT2LMHeadModel`` (or its state dict and config)."""
-    cfg = hf_config if hf_config is not None else getattr(hf_model_or_state_dict, "config", None)
-    if cfg is not None:
-        _only("gpt2", cfg, "from_hf_gpt2")
-    return from_hf(hf_model_or_state_dict, config=cfg)

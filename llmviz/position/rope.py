@@ -239,12 +239,3 @@ def interleaved_to_half_permutation(d: int, *, rotary_dim: int | None = None) ->
     rot = check_rotary_dims(d, rotary_dim)
     order = torch.cat((torch.arange(0, rot, 2), torch.arange(1, rot, 2)))
     return torch.cat((order, torch.arange(rot, d)))
-
-
-def __getattr__(name: str):
-    """``from llmviz.position.rope import RotaryEmbedding`` keeps working (it lives in .rotary)."""
-    if name == "RotaryEmbedding":
-        from .rotary import RotaryEmbedding
-
-        return RotaryEmbedding
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

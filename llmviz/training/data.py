@@ -30,7 +30,6 @@ __all__ = [
     "load_corpus",
     "train_val_split",
     "random_batches",
-    "batches",
     "eval_windows",
     "Task",
     "copy_task",
@@ -183,10 +182,6 @@ def random_batches(
     window = tokens[offsets.to(tokens.device)]  # (B, T+1)
     window = window.to(device if device is not None else tokens.device)
     return window[:, :-1], window[:, 1:]
-
-
-#: Alias named in the team contract.
-batches = random_batches
 
 
 def eval_windows(

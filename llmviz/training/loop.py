@@ -41,18 +41,7 @@ from .config import TrainConfig, lr_at
 from .evaluation import LengthEval, evaluate_lengths, model_device
 from .losses import logits_of, masked_cross_entropy, z_loss
 
-__all__ = [
-    "TrainConfig",
-    "History",
-    "LengthEval",
-    "LossTerm",
-    "Callback",
-    "lr_at",
-    "logits_of",
-    "masked_cross_entropy",
-    "train",
-    "evaluate_lengths",
-]
+__all__ = ["History", "LossTerm", "Callback", "train"]
 
 #: An extra loss term: ``term(output, batch) -> scalar tensor`` (``output`` is what the model
 #: returned, ``batch`` a :class:`~llmviz.training.batches.Batch`); it is added to the loss as is.

@@ -8,11 +8,7 @@ import torch
 from llmviz.hf import (
     REFUSED,
     config_from_hf,
-    config_from_hf_gpt2,
-    config_from_hf_llama,
     from_hf,
-    from_hf_gpt2,
-    from_hf_llama,
 )
 
 transformers = pytest.importorskip("transformers")
@@ -137,15 +133,11 @@ def test_bad_inputs_name_the_fix(make_hf):
         from_hf(hf, dtype=torch.int64)
 
 
-def test_family_specific_entry_points(make_hf, ids):
+def test_one_entry_point_for_llama_and_gpt2(make_hf, ids):
     llama, gpt2 = make_hf("llama"), make_hf("gpt2")
-    assert config_from_hf_llama(llama.config).position == "rope"
-    assert config_from_hf_gpt2(gpt2.config).position == "learned"
+    assert config_from_hf(llama.config).position == "rope"
+    assert config_from_hf(gpt2.config).position == "learned"
     with torch.no_grad():
-        diff = (from_hf_gpt2(gpt2)(ids).logits - gpt2(ids).logits).abs().max()
-        assert diff <= 1e-5
-        assert (from_hf_llama(llama.state_dict(), llama.config)(ids).logits - llama(ids).logits).abs().max() <= 1e-5
-    with pytest.raises(ValueError, match="from_hf_llama loads 'llama' checkpoints, got model_type 'gpt2'"):
-        from_hf_llama(gpt2)
-    with pytest.raises(ValueError, match="config_from_hf_gpt2 loads 'gpt2' checkpoints"):
-        config_from_hf_gpt2(llama.config)
+        assert (from_hf(gpt2)(ids).logits - gpt2(ids).logits).abs().max() <= 1e-5
+        ours = from_hf(llama.state_dict(), config=llama.config)
+        assert (ours(ids).logits - llama(ids).logits).abs().max() <= 1e-5

@@ -18,7 +18,7 @@ from llmviz.plots.training import (  # noqa: E402
     plot_length_curves,
     plot_training_curves,
 )
-from llmviz.training.loop import History, LengthEval, TrainConfig  # noqa: E402
+from llmviz.training import History, LengthEval, TrainConfig  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

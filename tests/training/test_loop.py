@@ -9,16 +9,16 @@ import pytest
 import torch
 from torch import nn
 
-from llmviz.training.loop import (
+from llmviz.training import (
     History,
     LengthEval,
     TrainConfig,
     evaluate_lengths,
-    logits_of,
     lr_at,
     masked_cross_entropy,
     train,
 )
+from llmviz.training.losses import logits_of
 
 
 @dataclass
