@@ -178,10 +178,19 @@ def test_claims_page_when_no_chapter_has_a_claim():
 # ----------------------------------------------------------------------------- built book
 # The book is built once per test run by the site tests' ``site`` fixture (or taken as built
 # with LLMVIZ_SITE_PREBUILT=1; a second request in the same run reuses the build).
-from .test_site import site  # noqa: F401
+from .test_site import pytestmark as _site_marks  # noqa: E402
+from .test_site import site  # noqa: F401, E402
 
 
-@pytest.mark.site
+def _on_the_site_worker(test):
+    """The site tests' marks (``site`` and, under xdist, the group that builds the book once),
+    so this test waits for the build on the worker that makes it, not on the other one."""
+    for mark in _site_marks:
+        test = mark(test)
+    return test
+
+
+@_on_the_site_worker
 def test_built_claims_page_lists_every_claim_box(site):  # noqa: F811 - the fixture
     boxes = []
     for page in sorted(site.rglob("*.html")):
