@@ -373,7 +373,7 @@ def test_sliding_window_module_matches_explicit_mask():
 
 
 def test_module_matches_hf_llama_attention(device):
-    rope_mod = pytest.importorskip("llmviz.position.rope")
+    rope_mod = pytest.importorskip("llmviz.position.rotary")
     from transformers import LlamaConfig
     from transformers.models.llama.modeling_llama import (
         LlamaAttention,
