@@ -62,6 +62,9 @@ def lab(tmp_path_factory):
     root = tmp_path_factory.mktemp("live")
     shutil.copy(ROOT / "notebooks" / CHAPTER, root / CHAPTER)
     home = tmp_path_factory.mktemp("lab-home")
+    news = home / "settings" / "@jupyterlab" / "apputils-extension"
+    news.mkdir(parents=True)  # no "get notified about Jupyter news?" toast over the notebook
+    (news / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
     port, token = _free_port(), secrets.token_hex(16)
     env = {**os.environ, "LLMVIZ_EXPLORER": "live", "OMP_NUM_THREADS": "1",
            "JUPYTER_CONFIG_DIR": str(home / "config"), "JUPYTER_RUNTIME_DIR": str(home / "rt"),
@@ -98,6 +101,29 @@ def lab(tmp_path_factory):
         log.close()
 
 
+def _close_dialogs(page, seen: list[str]) -> None:
+    """Answer any JupyterLab dialog that is up (the kernel picker, a notice) with its default.
+
+    Which dialogs JupyterLab raises at start depends on timing and on its version (a kernel
+    picker when the session is slow to come up, first-run notices); any of them blocks the
+    menu bar. Each one's text is kept in ``seen`` for the failure message.
+    """
+    for _ in range(5):
+        dialog = page.query_selector(".jp-Dialog")
+        if dialog is None or not dialog.is_visible():
+            return
+        seen.append(" ".join((dialog.text_content() or "").split())[:200])
+        accept = dialog.query_selector(".jp-Dialog-button.jp-mod-accept")
+        if accept is not None:
+            accept.click()
+        else:
+            page.keyboard.press("Escape")
+        page.wait_for_timeout(300)
+
+
+_KERNEL_READY = """() => [...document.querySelectorAll('.jp-StatusBar-TextItem')]
+    .some(e => /ipykernel\\)? \\| Idle/.test(e.textContent))"""
+
 _TITLE = """(out) => { const t = out.querySelector('.js-plotly-plot .gtitle');
                       return t ? t.textContent : null; }"""
 
@@ -117,11 +143,18 @@ def test_live_explorer_follows_its_sliders(lab):
         page.on("pageerror", lambda exc: errors.append(f"uncaught: {exc}"))
         page.goto(f"{base}/lab/tree/{CHAPTER}?token={token}", timeout=RUN_TIMEOUT_MS)
         page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=RUN_TIMEOUT_MS)
-        page.wait_for_selector("text=Kernel status: Idle", timeout=RUN_TIMEOUT_MS,
-                               state="attached")
-        for attempt in range(3):  # a click that lands before the UI is ready does nothing
-            page.click(".lm-MenuBar-itemLabel:text-is('Run')")
-            page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
+        # The status bar reads "No Kernel | Initializing" until the session is up, and a Run
+        # All sent then is dropped (or raises the kernel picker): wait for "<kernel> | Idle".
+        page.wait_for_function(_KERNEL_READY, timeout=RUN_TIMEOUT_MS)
+        dialogs: list[str] = []
+        for attempt in range(4):  # a click that lands before the UI is ready does nothing
+            _close_dialogs(page, dialogs)
+            try:  # a dialog may come up between the check and the click: answer it, try again
+                page.click(".lm-MenuBar-itemLabel:text-is('Run')", timeout=UPDATE_TIMEOUT_MS)
+                page.click(".lm-Menu-itemLabel:text-is('Run All Cells')",
+                           timeout=UPDATE_TIMEOUT_MS)
+            except Exception:  # noqa: BLE001 - the last attempt's failure shows below
+                continue
             try:  # a cell got an execution prompt: [*] or [1]
                 page.wait_for_selector(".jp-InputPrompt:text-matches('\\[[0-9*]+\\]')",
                                        timeout=15_000, state="attached")
@@ -135,6 +168,7 @@ def test_live_explorer_follows_its_sliders(lab):
         except Exception:
             BUILD.mkdir(exist_ok=True)
             page.screenshot(path=str(BUILD / "live_failure.png"), full_page=True)
+            print("JupyterLab dialogs seen:", dialogs)
             raise
         box = page.query_selector_all(".widget-vbox")[-1]
         output = box.query_selector(".widget-output")
