@@ -140,6 +140,7 @@ class RMSNorm(nn.Module):
         """``(..., C) -> (..., C)``."""
         check_tensor(x, "x", floating=True)
         check_last_dim(x, self.d, "RMSNorm")
+        check_dtype_matches(x, self.weight, "RMSNorm", low_precision_ok=True)
         if not self.fused:
             return rms_norm(x, self.weight, eps=self.eps, unit_offset=self.unit_offset)
         if self.unit_offset:

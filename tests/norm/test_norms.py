@@ -107,6 +107,19 @@ def test_layer_norm_float64_into_float32_names_both_dtypes_and_the_fix(gen, fuse
         norm(x.float())
 
 
+@pytest.mark.parametrize("unit_offset", [False, True])
+@pytest.mark.parametrize("fused", [True, False])
+def test_rms_norm_float64_into_float32_refuses_like_layer_norm(gen, fused, unit_offset):
+    norm = RMSNorm(32, fused=fused, unit_offset=unit_offset)
+    x = _x(gen, 2, 8, 32).double()
+    with pytest.raises(TypeError, match=r"RMSNorm got x of dtype torch.float64 but its weights are "
+                       r"torch.float32; .*module.to\(x.dtype\), e.g. model.double\(\)"):
+        norm(x)
+    y16 = norm(x.bfloat16())  # mixed precision stays allowed: float32 gain, bf16 in and out
+    assert y16.dtype == torch.bfloat16
+    torch.testing.assert_close(y16.float(), norm(x.float()), rtol=2e-2, atol=2e-2)
+
+
 def test_layer_norm_low_precision_input_may_meet_float32_weights(gen):
     x = _x(gen, 2, 8, 32).bfloat16()
     for fused in (True, False):  # mixed precision: the norm stays float32, the output keeps bf16
