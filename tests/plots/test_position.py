@@ -162,3 +162,32 @@ def test_plots_use_the_given_axes():
     assert pp.plot_sinusoidal_heatmap(sinusoidal_encoding(4, 4), ax=ax) is ax
     fig, ax = plt.subplots()
     assert pp.plot_rope_spectrum({"a": sinusoidal_wavelengths(8)}, ax=ax) is ax
+
+
+def test_binary_counter_waves_match_the_bits_at_run_centres():
+    p = np.arange(64)
+    bits, waves = pp.binary_counter_waves(p, 5)
+    # bit k of p, read from the integer itself
+    expected = (p[:, None] >> np.arange(5)) & 1
+    np.testing.assert_array_equal(bits, expected)
+    # the smooth wave is exactly 0 or 1 at the middle of each run, and always within [0, 1]
+    for k in range(5):
+        run = 2**k
+        centres = np.arange(0, 64, run) + (run - 1) / 2
+        b, w = pp.binary_counter_waves(centres, 5)
+        np.testing.assert_allclose(w[:, k], b[:, k], atol=1e-12)
+    assert waves.min() >= 0.0 and waves.max() <= 1.0
+    with pytest.raises(ValueError, match=r"n_bits must be an int >= 1, got 0"):
+        pp.binary_counter_waves(p, 0)
+    with pytest.raises(ValueError, match=r"positions must be >= 0"):
+        pp.binary_counter_waves(np.array([-1.0, 2.0]), 2)
+
+
+def test_plot_binary_counter_draws_steps_and_waves_per_bit():
+    ax = pp.plot_binary_counter(16, 3)
+    lines = ax.get_lines()
+    assert len(lines) == 2 * 3
+    # lane 1's step line carries bit 1 of 0..15, lifted by the lane offset
+    np.testing.assert_allclose(lines[2].get_ydata() - 1.4, (np.arange(16) >> 1) & 1)
+    with pytest.raises(ValueError, match=r"n_positions must be an int >= 2"):
+        pp.plot_binary_counter(1)

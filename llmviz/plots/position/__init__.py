@@ -11,6 +11,8 @@ Everything is also importable from here (``from llmviz.plots import position as 
 from __future__ import annotations
 
 from .absolute import (
+    binary_counter_waves,
+    plot_binary_counter,
     plot_score_vs_offset,
     plot_sinusoidal_heatmap,
     plot_sinusoidal_waves,
@@ -35,6 +37,8 @@ __all__ = [
     "plot_sinusoidal_heatmap",
     "plot_sinusoidal_waves",
     "plot_score_vs_offset",
+    "binary_counter_waves",
+    "plot_binary_counter",
     "plot_rope_clock_hands",
     "plot_rope_spiral",
     "plot_rope_spiral_plotly",
