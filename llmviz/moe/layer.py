@@ -1,0 +1,206 @@
+"""The mixture-of-experts feed-forward layer: a router, E small gated MLPs, and optional shared
+experts that every token passes through.
+
+Shape letters: B batch, T sequence length, N = B*T tokens, C model width, E experts, F hidden
+width of one expert, k experts per token.
+
+``out = sum_{j<k} w_j * expert_{i_j}(x)  +  shared(x)``
+
+Only the k chosen experts run for a token, so the *active* parameters per token are those of k
+experts (plus the shared ones), while the *total* grows with E: that gap is the point of a
+mixture of experts. *Fine-grained* experts (DeepSeekMoE) cut each expert into ``m`` narrower
+ones and let a token pick ``m`` times as many: same total and active parameters, many more
+combinations (:func:`fine_grained`).
+
+Weights are stored as Hugging Face transformers 5 stores them: ``experts.gate_up_proj``
+``(E, 2F, C)`` (gate rows first, then up rows) and ``experts.down_proj`` ``(E, C, F)``; the
+router is ``gate.weight`` ``(E, C)``; shared experts are a :class:`~llmviz.ffn.GatedMLP` named
+``shared_experts``. :mod:`llmviz.moe.convert` copies Mixtral, Qwen3-MoE and DeepSeek-V3 blocks.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .._checks import check_dtype_matches, check_positive, check_positive_int, check_tensor
+from ..ffn import GatedMLP, activation
+from .dispatch import DispatchPlan, combine, expert_capacity, plan_dispatch
+from .router import Router, Routing
+
+__all__ = ["Experts", "MoELayer", "MoEInfo", "fine_grained"]
+
+
+class Experts(nn.Module):
+    """E gated MLPs held as two stacked tensors (one matmul per expert, no module per expert).
+
+    Args:
+        n_experts: E.
+        d_model: C.
+        d_expert: F, the hidden width of one expert.
+        activation_name: gate activation (``"silu"``: SwiGLU experts, as Mixtral/Qwen3/DeepSeek).
+    """
+
+    def __init__(self, n_experts: int, d_model: int, d_expert: int, *, activation_name: str = "silu") -> None:
+        super().__init__()
+        for name, v in (("n_experts", n_experts), ("d_model", d_model), ("d_expert", d_expert)):
+            check_positive_int(v, name)
+        self.n_experts, self.d_model, self.d_expert = n_experts, d_model, d_expert
+        self.gate_up_proj = nn.Parameter(torch.empty(n_experts, 2 * d_expert, d_model))
+        self.down_proj = nn.Parameter(torch.empty(n_experts, d_model, d_expert))
+        nn.init.normal_(self.gate_up_proj, std=d_model**-0.5)
+        nn.init.normal_(self.down_proj, std=d_expert**-0.5)
+        self.act = activation(activation_name)
+
+    def expert(self, e: int, x: torch.Tensor) -> torch.Tensor:
+        """Expert ``e`` on rows ``x (M, C) -> (M, C)``: ``down(act(gate x) * up x)``."""
+        gate, up = F.linear(x, self.gate_up_proj[e]).chunk(2, dim=-1)  # (M, F) each
+        return F.linear(self.act(gate) * up, self.down_proj[e])  # (M, C)
+
+    def experts_as_functions(self) -> list[Callable[[torch.Tensor], torch.Tensor]]:
+        """The E experts as separate callables (for :func:`~llmviz.moe.dispatch.dense_forward`)."""
+        return [lambda x, e=e: self.expert(e, x) for e in range(self.n_experts)]
+
+    def forward(self, rows: torch.Tensor, counts: list[int]) -> torch.Tensor:
+        """Rows grouped by expert, ``(M, C)``, with ``counts[e]`` rows for expert e -> ``(M, C)``."""
+        outs = [self.expert(e, block) for e, block in enumerate(rows.split(counts)) if block.shape[0]]
+        return torch.cat(outs) if outs else rows.new_zeros(0, self.d_model)
+
+    def extra_repr(self) -> str:
+        return f"n_experts={self.n_experts}, d_model={self.d_model}, d_expert={self.d_expert}"
+
+
+@dataclass
+class MoEInfo:
+    """What one forward pass routed: read it for the balancing losses and the book's figures.
+
+    Attributes:
+        routing: the router's :class:`~llmviz.moe.Routing` (logits, probs, indices, weights).
+        plan: the :class:`~llmviz.moe.dispatch.DispatchPlan` (``load``, ``kept``, ``capacity``).
+    """
+
+    routing: Routing
+    plan: DispatchPlan
+
+    @property
+    def load(self) -> torch.Tensor:
+        """``(E,)`` assignments each expert was asked to take."""
+        return self.plan.load
+
+    @property
+    def n_dropped(self) -> int:
+        """Assignments the capacity dropped (0 without a capacity)."""
+        return self.plan.n_dropped
+
+    @property
+    def dropped_fraction(self) -> float:
+        """Dropped assignments over all ``N * k``."""
+        return self.n_dropped / max(self.plan.kept.numel(), 1)
+
+
+class MoELayer(nn.Module):
+    """A sparse mixture-of-experts feed-forward layer (Mixtral, Qwen3-MoE, DeepSeek-V3 style).
+
+    Args:
+        d_model: model width C.
+        n_experts: routed experts E.
+        top_k: k experts per token.
+        d_expert: hidden width F of one routed expert.
+        n_shared: shared experts (DeepSeek: 1); they are one GatedMLP of width
+            ``n_shared * d_expert`` that every token passes through, unweighted.
+        d_shared: that width, if different (default ``n_shared * d_expert``).
+        activation: gate activation of every expert.
+        score, normalize, scaling, n_groups, topk_groups, bias_balancing, bias_rate: the router's
+            (see :class:`~llmviz.moe.Router`).
+        capacity_factor: None (no limit) or > 0; each expert takes at most
+            ``ceil(factor * N * k / E)`` assignments per call and the overflow is dropped.
+
+    ``forward(x, *, return_info=False)``: ``x (..., C)`` -> same shape, or ``(out, MoEInfo)``.
+    """
+
+    def __init__(
+        self, d_model: int, n_experts: int, top_k: int, d_expert: int, *, n_shared: int = 0,
+        d_shared: int | None = None, activation: str = "silu", score: str = "softmax",
+        normalize: bool = True, scaling: float = 1.0, n_groups: int | None = None,
+        topk_groups: int | None = None, bias_balancing: bool = False, bias_rate: float = 1e-3,
+        capacity_factor: float | None = None,
+    ) -> None:
+        super().__init__()
+        check_positive_int(n_shared, "n_shared", allow_zero=True)
+        if capacity_factor is not None:
+            check_positive(capacity_factor, "capacity_factor")
+        self.gate = Router(
+            d_model, n_experts, top_k, score=score, normalize=normalize, scaling=scaling,
+            n_groups=n_groups, topk_groups=topk_groups, bias_balancing=bias_balancing,
+            bias_rate=bias_rate,
+        )
+        self.experts = Experts(n_experts, d_model, d_expert, activation_name=activation)
+        if n_shared or d_shared:
+            width = d_shared if d_shared is not None else n_shared * d_expert
+            self.shared_experts = GatedMLP(d_model, width, activation=activation)
+        else:
+            self.shared_experts = None
+        self.d_model, self.n_experts, self.top_k, self.d_expert = d_model, n_experts, top_k, d_expert
+        self.capacity_factor = None if capacity_factor is None else float(capacity_factor)
+
+    def forward(
+        self, x: torch.Tensor, *, return_info: bool = False
+    ) -> torch.Tensor | tuple[torch.Tensor, MoEInfo]:
+        check_tensor(x, "x", min_ndim=1, floating=True)
+        if x.shape[-1] != self.d_model:
+            raise ValueError(f"x has width {x.shape[-1]} but the layer was built for d_model={self.d_model}")
+        check_dtype_matches(x, self.experts.gate_up_proj, "MoELayer")
+        flat = x.reshape(-1, self.d_model)  # (N, C)
+        N = flat.shape[0]
+        routing = self.gate(flat)
+        capacity = None if self.capacity_factor is None else expert_capacity(
+            N, self.top_k, self.n_experts, self.capacity_factor)
+        plan = plan_dispatch(routing.indices, self.n_experts, capacity=capacity)
+        rows = self.experts(flat[plan.tokens], plan.counts)  # (M, C), grouped by expert
+        out = combine(rows, plan, routing.weights, N)  # (N, C)
+        if self.shared_experts is not None:
+            out = out + self.shared_experts(flat)
+        out = out.view(x.shape)
+        return (out, MoEInfo(routing, plan)) if return_info else out
+
+    def parameter_counts(self) -> dict[str, int]:
+        """Total parameters, and those one token uses (router + k experts + shared experts)."""
+        per_expert = self.experts.gate_up_proj[0].numel() + self.experts.down_proj[0].numel()
+        shared = sum(p.numel() for p in self.shared_experts.parameters()) if self.shared_experts else 0
+        router = self.gate.weight.numel()
+        return {
+            "total": router + shared + self.n_experts * per_expert,
+            "active": router + shared + self.top_k * per_expert,
+            "per_expert": per_expert,
+            "shared": shared,
+            "router": router,
+        }
+
+    def extra_repr(self) -> str:
+        cap = f", capacity_factor={self.capacity_factor:g}" if self.capacity_factor else ""
+        return f"d_model={self.d_model}, d_expert={self.d_expert}{cap}"
+
+
+def fine_grained(n_experts: int, d_expert: int, top_k: int, m: int) -> dict[str, int]:
+    """Split every expert into ``m`` narrower ones (DeepSeekMoE's fine-grained segmentation).
+
+    ``E -> m E`` experts of width ``F / m``, each token picking ``m k`` of them: total and
+    active expert parameters stay the same, while the number of expert combinations a token
+    can use grows from ``C(E, k)`` to ``C(mE, mk)``.
+
+    Returns:
+        ``{"n_experts", "d_expert", "top_k", "combinations"}`` for :class:`MoELayer`.
+    """
+    for name, v in (("n_experts", n_experts), ("d_expert", d_expert), ("top_k", top_k), ("m", m)):
+        check_positive_int(v, name)
+    if d_expert % m:
+        raise ValueError(f"d_expert ({d_expert}) must be divisible by m ({m}) to split experts evenly")
+    if top_k > n_experts:
+        raise ValueError(f"top_k ({top_k}) must be <= n_experts ({n_experts})")
+    return {"n_experts": n_experts * m, "d_expert": d_expert // m, "top_k": top_k * m,
+            "combinations": math.comb(n_experts * m, top_k * m)}
