@@ -1,0 +1,77 @@
+"""Balancing loss at its minimum for uniform routing, larger when skewed; router z-loss."""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from llmviz.moe import expert_fractions, load_balancing_loss, route, router_z_loss
+
+
+def _uniform(E: int, k: int, reps: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every expert chosen equally often, every probability 1/E."""
+    N = E * reps
+    indices = (torch.arange(N)[:, None] + torch.arange(k)[None]) % E  # cyclic: even load
+    return torch.full((N, E), 1.0 / E), indices
+
+
+@settings(max_examples=40, deadline=None)
+@given(E=st.integers(1, 16), data=st.data())
+def test_uniform_routing_gives_one_switch_form_and_k_tokens_form(E, data):
+    k = data.draw(st.integers(1, E))
+    probs, indices = _uniform(E, k)
+    torch.testing.assert_close(load_balancing_loss(probs, indices), torch.tensor(1.0))
+    torch.testing.assert_close(load_balancing_loss(probs, indices, form="tokens"), torch.tensor(float(k)))
+
+
+@settings(max_examples=40, deadline=None)
+@given(E=st.integers(2, 10), seed=st.integers(0, 10_000))
+def test_even_choices_give_one_whatever_the_probabilities(E, seed):
+    g = torch.Generator().manual_seed(seed)
+    probs = torch.softmax(torch.randn(E * 3, E, generator=g) * 3, dim=-1)
+    _, indices = _uniform(E, 1, reps=3)
+    torch.testing.assert_close(load_balancing_loss(probs, indices), torch.tensor(1.0))
+
+
+def test_collapsed_routing_costs_more(gen):
+    E = 8
+    logits = torch.randn(64, E, generator=gen)
+    logits[:, 0] += 6.0  # nearly every token prefers expert 0
+    r = route(logits, 1)
+    loss = load_balancing_loss(r.probs, r.indices)
+    assert loss > 4.0  # the fully collapsed limit is E = 8
+    assert loss <= E
+
+
+def test_fractions_sum_to_one_or_k(gen):
+    r = route(torch.randn(20, 6, generator=gen), 3)
+    torch.testing.assert_close(expert_fractions(r.indices, 6).sum(), torch.tensor(1.0))
+    torch.testing.assert_close(expert_fractions(r.indices, 6, form="tokens").sum(), torch.tensor(3.0))
+
+
+def test_mask_excludes_tokens(gen):
+    logits = torch.randn(10, 4, generator=gen)
+    r = route(logits, 2)
+    mask = torch.zeros(10, dtype=torch.bool)
+    mask[:6] = True
+    r6 = route(logits[:6], 2)
+    torch.testing.assert_close(load_balancing_loss(r.probs, r.indices, mask=mask),
+                               load_balancing_loss(r6.probs, r6.indices))
+    torch.testing.assert_close(router_z_loss(logits, mask=mask), router_z_loss(logits[:6]))
+
+
+def test_balancing_loss_gradient_flows_through_probs(gen):
+    logits = torch.randn(16, 4, generator=gen, requires_grad=True)
+    r = route(logits, 2)
+    load_balancing_loss(r.probs, r.indices).backward()
+    assert logits.grad.abs().sum() > 0
+
+
+def test_router_z_loss_value(gen):
+    logits = torch.randn(7, 5, generator=gen)
+    want = torch.logsumexp(logits, -1).pow(2).mean()
+    torch.testing.assert_close(router_z_loss(logits), want)
+    # logits all equal to -log E put log Z at 0: the z-loss minimum
+    flat = torch.full((3, 5), -torch.log(torch.tensor(5.0)).item())
+    torch.testing.assert_close(router_z_loss(flat), torch.tensor(0.0), atol=1e-12, rtol=0)
