@@ -159,6 +159,8 @@ def book_schemes(*, d: int = 64, n_heads: int = 8, seed: int = 0) -> list[Positi
     shaw_k = torch.randn(2 * 8 + 1, d, generator=g)
     xl_v = torch.randn(d, generator=g)
     slope = float(alibi_slopes(n_heads)[0])
+    # projections for the "through W" rows (drawn last, so the rows above keep their values)
+    w_q, w_k, w_r = (torch.randn(d, d, generator=g) / d**0.5 for _ in range(3))
 
     def sinusoidal(m, n):
         m, n = torch.broadcast_tensors(m, n)
@@ -179,10 +181,21 @@ def book_schemes(*, d: int = 64, n_heads: int = 8, seed: int = 0) -> list[Positi
         rel = (n - m).clamp(-8, 8) + 8
         return shaw_k[rel] @ q
 
+    def sinusoidal_projected(m, n):
+        # what attention forms from absolute encodings: (W_q PE_m) . (W_k PE_n) / sqrt(d)
+        m, n = torch.broadcast_tensors(m, n)
+        qm = sinusoidal_features(m, d) @ w_q.T
+        kn = sinusoidal_features(n, d) @ w_k.T
+        return (qm * kn).sum(-1) / d**0.5
+
     def xl(m, n):
         m, n = torch.broadcast_tensors(m, n)
         dist = m - n  # Transformer-XL indexes R by i - j
         return sinusoidal_features(dist, d) @ xl_v
+
+    def xl_projected(m, n):
+        m, n = torch.broadcast_tensors(m, n)
+        return (sinusoidal_features(m - n, d) @ w_r.T) @ xl_v  # v . (W_kR R_(m-n))
 
     def t5(m, n):
         m, n = torch.broadcast_tensors(m, n)
@@ -205,9 +218,13 @@ def book_schemes(*, d: int = 64, n_heads: int = 8, seed: int = 0) -> list[Positi
     return [
         PositionScheme("NoPE", nope, note="no position at all: trivially passes"),
         PositionScheme("learned absolute", learned, note="PE_m . PE_n, random table"),
-        PositionScheme("sinusoidal", sinusoidal, note="PE_m . PE_n"),
+        PositionScheme("sinusoidal", sinusoidal, note="PE_m . PE_n (W = I)"),
+        PositionScheme("sinusoidal through W_q, W_k", sinusoidal_projected,
+                       note="(W_q PE_m) . (W_k PE_n), random W_q, W_k"),
         PositionScheme("Shaw (K=8)", shaw, note="q . a_clip(n-m), random a"),
         PositionScheme("Transformer-XL (d)", xl, note="v . W R_(m-n), W = I"),
+        PositionScheme("Transformer-XL (d) through W_k,R", xl_projected,
+                       note="v . (W_kR R_(m-n)), random W_kR"),
         PositionScheme("T5 bias (head 0)", t5, note="random bucket values"),
         PositionScheme("RoPE", rope, note="q_m . k_n, fixed random q, k"),
         PositionScheme("ALiBi causal", alibi_causal, causal=True, note="-m (i - j), keys j <= i"),

@@ -191,3 +191,19 @@ def test_plot_binary_counter_draws_steps_and_waves_per_bit():
     np.testing.assert_allclose(lines[2].get_ydata() - 1.4, (np.arange(16) >> 1) & 1)
     with pytest.raises(ValueError, match=r"n_positions must be an int >= 2"):
         pp.plot_binary_counter(1)
+
+
+def test_plot_heatmap_has_its_own_scale():
+    fig, axes = plt.subplots(1, 2)
+    idx = torch.arange(-4, 5).float().expand(9, 9)
+    score = 0.1 * torch.randn(9, 9)
+    pp.plot_heatmap(idx, ax=axes[0], colorbar_label="index")
+    pp.plot_heatmap(score, ax=axes[1], symmetric=False)
+    (im0,), (im1,) = axes[0].get_images(), axes[1].get_images()
+    assert im0.get_clim() == (-4.0, 4.0)
+    assert im1.get_clim() == pytest.approx((float(score.min()), float(score.max())))
+    assert len(fig.axes) == 4  # two panels, two colour bars
+    with pytest.raises(ValueError, match=r"matrix must be \(T, S\), got shape \(3,\)"):
+        pp.plot_heatmap(torch.zeros(3))
+    with pytest.raises(ValueError, match=r"no finite value"):
+        pp.plot_heatmap(torch.full((2, 2), float("nan")))

@@ -60,3 +60,18 @@ def test_bad_scheme_shape():
         check_properties(bad, n_positions=5)
     with pytest.raises(ValueError, match=r"n_positions must be >= 3, got 2"):
         check_properties(bad, n_positions=2)
+
+
+def test_projected_rows_decide_what_attention_forms():
+    """Through random W_q, W_k the sinusoidal score is no longer a function of m - n; Transformer-XL's
+    term (d) stays one for any W_kR, because R is indexed by the offset itself."""
+    table = property_table(book_schemes(d=32, n_heads=4))
+    row = table.loc["sinusoidal through W_q, W_k"]
+    assert not row["translation_invariant"] and row["max_shift_error"] > 1e-2
+    assert table.loc["Transformer-XL (d) through W_k,R", "translation_invariant"]
+    assert table.loc["sinusoidal", "translation_invariant"]
+    # the projected XL term differs from the W = I one: the projection is really applied
+    m, n = torch.arange(6)[:, None], torch.arange(6)[None, :]
+    schemes = {s.name: s for s in book_schemes(d=32, n_heads=4)}
+    assert not torch.allclose(schemes["Transformer-XL (d)"].score(m, n),
+                              schemes["Transformer-XL (d) through W_k,R"].score(m, n))

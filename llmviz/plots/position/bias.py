@@ -22,6 +22,7 @@ from .._data import to_numpy
 from .._style import DIVERGING, PALETTE, SEQUENTIAL, get_ax
 
 __all__ = [
+    "plot_heatmap",
     "plot_shared_heatmaps",
     "plot_alibi_slopes",
     "plot_alibi_bias",
@@ -38,6 +39,41 @@ def _symmetric_limit(*arrays: np.ndarray) -> float:
 
 
 # ----------------------------------------------------------------------------- heatmap grids
+def plot_heatmap(
+    matrix: Any,
+    *,
+    ax=None,
+    title: str | None = None,
+    cmap: str = DIVERGING,
+    symmetric: bool = True,
+    xlabel: str = "key position (S)",
+    ylabel: str = "query position (T)",
+    colorbar_label: str = "score",
+):
+    """One (T, S) matrix with its OWN colour bar, for quantities that must not share a scale
+    (an index next to a score). ``symmetric``: scale ``[-max|v|, max|v|]``, else ``[min, max]``.
+    """
+    a = to_numpy(matrix)
+    if a.ndim != 2:
+        raise ValueError(f"matrix must be (T, S), got shape {a.shape}")
+    finite = a[np.isfinite(a)]
+    if not finite.size:
+        raise ValueError("matrix has no finite value to draw")
+    if symmetric:
+        lim = _symmetric_limit(a)
+        vmin, vmax = -lim, lim
+    else:
+        vmin, vmax = float(finite.min()), float(finite.max())
+    ax = get_ax(ax, figsize=(4.2, 3.4))
+    im = ax.imshow(a, cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest", aspect="auto")
+    ax.figure.colorbar(im, ax=ax, label=colorbar_label, shrink=0.85)
+    ax.set_xlabel(xlabel, fontsize=8)
+    ax.set_ylabel(ylabel, fontsize=8)
+    if title:
+        ax.set_title(title, fontsize=9)
+    return ax
+
+
 def plot_shared_heatmaps(
     maps: Sequence[Any],
     titles: Sequence[str],
