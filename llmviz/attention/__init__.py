@@ -10,14 +10,16 @@
 * :mod:`.cost`: bytes of the score matrix, arithmetic intensity, peak memory of a call.
 * :mod:`.metrics`: per-head statistics of attention weights (entropy, previous-token...).
 * :mod:`.linear`: linear attention and the (gated) delta rule, recurrent and chunked forms.
+* :mod:`.deltanet`: :class:`GatedDeltaNet`, the delta rule as Qwen3-Next's token mixer.
 
 Shape letters: B batch, T query length, S key length, H heads, G kv heads, D head dim.
 """
 
 from __future__ import annotations
 
-from . import cost, functional, kv_cache, linear, masks, metrics, module, tiled
+from . import cost, deltanet, functional, kv_cache, linear, masks, metrics, module, tiled
 from .cost import attention_intensity, peak_memory, score_matrix_bytes
+from .deltanet import DeltaState, GatedDeltaNet
 from .functional import attention_weights, repeat_kv, scaled_dot_product_attention
 from .kv_cache import KVCache
 from .linear import gated_delta_rule, linear_attention
@@ -45,7 +47,7 @@ __all__ = [
     "online_softmax", "online_softmax_trace", "tiled_attention", "tile_map",
     "score_matrix_bytes", "attention_intensity", "peak_memory",
     "head_metrics", "METRICS", "row_entropy", "mass_by_distance",
-    "gated_delta_rule", "linear_attention",
+    "gated_delta_rule", "linear_attention", "GatedDeltaNet", "DeltaState",
     "functional", "masks", "kv_cache", "module", "tiled", "cost", "metrics",
-    "linear",
+    "linear", "deltanet",
 ]

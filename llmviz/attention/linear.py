@@ -242,3 +242,4 @@ def state_bytes(n_heads: int, d_k: int, d_v: int, *, bytes_per_value: int = 2) -
                       ("bytes_per_value", bytes_per_value)):
         check_positive_int(val, name)
     return n_heads * d_k * d_v * bytes_per_value
+

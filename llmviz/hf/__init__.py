@@ -18,6 +18,7 @@ True
 Supported families (:data:`SUPPORTED`): llama, mistral, qwen2, qwen3, gemma, gemma2,
 gemma3_text, olmo2, phi3, gpt2. Refused by name (:data:`REFUSED`): mixture-of-experts, latent
 attention, sinks, NoPE and linear-attention families, until llmviz has those components.
+Single layers of some of them map onto llmviz modules already (:mod:`.layers`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 from .anatomy import Anatomy, LayerAnatomy, anatomy
 from .capture import AttentionMaps, capture_attention, kv_groups
 from .config import REFUSED, SUPPORTED, config_from_hf
+from .layers import gated_deltanet_from_hf
 from .load import (
     from_hf,
 )
@@ -38,6 +40,7 @@ __all__ = [
     "anatomy",
     "capture_attention",
     "config_from_hf",
+    "gated_deltanet_from_hf",
     "from_hf",
     "kv_groups",
 ]

@@ -169,3 +169,66 @@ def test_matches_hugging_face_qwen3_next_torch_kernels(T):
                                           state=s0, form=form, chunk_size=64)
             torch.testing.assert_close(bt(out), ref, rtol=2e-4, atol=2e-5)
             torch.testing.assert_close(state, ref_state, rtol=2e-4, atol=2e-5)
+
+
+# --- the Gated DeltaNet layer -------------------------------------------------------------
+
+from llmviz.attention.deltanet import GatedDeltaNet  # noqa: E402
+
+
+def _hf_layer(n_k=2, n_v=4, Dk=8, Dv=6, C=32, K=4, seed=0):
+    tr = pytest.importorskip("transformers")
+    from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextGatedDeltaNet
+    cfg = tr.Qwen3NextConfig(hidden_size=C, linear_num_value_heads=n_v, linear_num_key_heads=n_k,
+                             linear_key_head_dim=Dk, linear_value_head_dim=Dv,
+                             linear_conv_kernel_dim=K, num_hidden_layers=1,
+                             layer_types=["linear_attention"], num_attention_heads=2,
+                             num_key_value_heads=1, vocab_size=16, intermediate_size=16)
+    torch.manual_seed(seed)
+    layer = Qwen3NextGatedDeltaNet(cfg, 0).eval()
+    with torch.no_grad():  # non-default gains, so a swapped weight shows
+        layer.norm.weight.uniform_(0.5, 1.5)
+        layer.dt_bias.uniform_(-1.0, 1.0)
+    return layer
+
+
+@pytest.mark.parametrize("n_k,n_v", [(2, 4), (3, 3)])
+@pytest.mark.parametrize("T", [1, 9, 70])
+def test_gated_deltanet_matches_hugging_face_qwen3_next_layer(n_k, n_v, T):
+    from llmviz.hf.layers import gated_deltanet_from_hf
+    hf = _hf_layer(n_k=n_k, n_v=n_v)
+    ours = gated_deltanet_from_hf(hf)
+    x = torch.randn(2, T, 32, generator=torch.Generator().manual_seed(T))
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x), hf(x), rtol=2e-4, atol=2e-5)
+
+
+def test_gated_deltanet_decodes_token_by_token_like_the_full_forward():
+    torch.manual_seed(1)
+    layer = GatedDeltaNet(24, 4, 6, 5, n_k_heads=2, chunk_size=8).double()
+    x = torch.randn(2, 19, 24, dtype=torch.float64)
+    with torch.no_grad():
+        full = layer(x)
+        y, state = layer(x[:, :7], return_state=True)
+        outs = [y]
+        for t in range(7, 19):
+            y, state = layer(x[:, t:t + 1], state=state, return_state=True)
+            outs.append(y)
+    torch.testing.assert_close(torch.cat(outs, 1), full, rtol=1e-10, atol=1e-10)
+    # the state is the same size after 19 tokens as after 7: no cache that grows with T
+    assert state.nbytes() == layer.new_state(2, dtype=torch.float64).nbytes()
+
+
+def test_gated_deltanet_bad_input():
+    with pytest.raises(ValueError, match=r"n_v_heads=6 must be a multiple of n_k_heads=4"):
+        GatedDeltaNet(16, 6, 4, n_k_heads=4)
+    layer = GatedDeltaNet(16, 2, 4)
+    with pytest.raises(ValueError, match=r"expects x of shape \(B, T, 16\); got \(1, 3, 8\)"):
+        layer(torch.randn(1, 3, 8))
+    with pytest.raises(TypeError, match=r"GatedDeltaNet got x of dtype torch.float64"):
+        layer(torch.randn(1, 3, 16, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"state.conv has shape"):
+        layer(torch.randn(2, 3, 16), state=layer.new_state(1))
+    from llmviz.hf.layers import gated_deltanet_from_hf
+    with pytest.raises(TypeError, match=r"expects a Qwen3NextGatedDeltaNet layer"):
+        gated_deltanet_from_hf(torch.nn.Linear(2, 2))
