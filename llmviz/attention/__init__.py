@@ -11,17 +11,20 @@
 * :mod:`.metrics`: per-head statistics of attention weights (entropy, previous-token...).
 * :mod:`.linear`: linear attention and the (gated) delta rule, recurrent and chunked forms.
 * :mod:`.deltanet`: :class:`GatedDeltaNet`, the delta rule as Qwen3-Next's token mixer.
+* :mod:`.latent`: :class:`MultiHeadLatentAttention` (DeepSeek MLA, naive and absorbed) and its
+  :class:`LatentCache`.
 
 Shape letters: B batch, T query length, S key length, H heads, G kv heads, D head dim.
 """
 
 from __future__ import annotations
 
-from . import cost, deltanet, functional, kv_cache, linear, masks, metrics, module, tiled
+from . import cost, deltanet, functional, kv_cache, latent, linear, masks, metrics, module, tiled
 from .cost import attention_intensity, peak_memory, score_matrix_bytes
 from .deltanet import DeltaState, GatedDeltaNet
 from .functional import attention_weights, repeat_kv, scaled_dot_product_attention
 from .kv_cache import KVCache
+from .latent import LatentCache, MultiHeadLatentAttention
 from .linear import gated_delta_rule, linear_attention
 from .masks import (
     causal_mask,
@@ -42,6 +45,7 @@ from .tiled import online_softmax, online_softmax_trace, tile_map, tiled_attenti
 __all__ = [
     "scaled_dot_product_attention", "attention_weights", "repeat_kv",
     "MultiHeadAttention", "gqa_from_mha", "KVCache",
+    "MultiHeadLatentAttention", "LatentCache",
     "causal_mask", "padding_mask", "key_padding_to_mask", "sliding_window_mask", "dilated_mask",
     "strided_mask", "global_local_mask", "combine_masks", "receptive_field", "query_positions",
     "online_softmax", "online_softmax_trace", "tiled_attention", "tile_map",
@@ -49,5 +53,5 @@ __all__ = [
     "head_metrics", "METRICS", "row_entropy", "mass_by_distance",
     "gated_delta_rule", "linear_attention", "GatedDeltaNet", "DeltaState",
     "functional", "masks", "kv_cache", "module", "tiled", "cost", "metrics",
-    "linear", "deltanet",
+    "linear", "deltanet", "latent",
 ]
