@@ -121,8 +121,8 @@ class MultiHeadLatentAttention(nn.Module):
             DeepSeek's layout, ``"half"`` the rotate-half one).
         scale: score multiplier, default ``1 / sqrt(dn + dr)`` (DeepSeek's YaRN checkpoints
             multiply it by ``mscale ** 2``: pass the product).
-        bias: biases on ``q_a_proj``/``q_proj``, ``kv_a_proj_with_mqa`` and ``o_proj``
-            (HF ``attention_bias``).
+        bias: biases on ``q_a_proj``, ``kv_a_proj_with_mqa`` and ``o_proj`` (HF
+            ``attention_bias``; ``q_proj``, ``q_b_proj`` and ``kv_b_proj`` never have one).
         norm_eps: epsilon of the two latent RMSNorms (1e-6 in DeepSeek's code).
         causal: causal attention.
 
@@ -159,7 +159,7 @@ class MultiHeadLatentAttention(nn.Module):
         self.scale = float(scale) if scale is not None else self.qk_head_dim**-0.5
         self.causal = causal
         if q_lora_rank is None:
-            self.q_proj = nn.Linear(d_model, H * (dn + dr), bias=bias)
+            self.q_proj = nn.Linear(d_model, H * (dn + dr), bias=False)
         else:
             self.q_a_proj = nn.Linear(d_model, q_lora_rank, bias=bias)
             self.q_a_layernorm = RMSNorm(q_lora_rank, eps=norm_eps)
