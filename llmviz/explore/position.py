@@ -114,35 +114,43 @@ def _rope_scores(base: float) -> np.ndarray:
     return _f32(scores.numpy() / math.sqrt(_ROPE_D))
 
 
+def _wavelength_text(wavelength: float) -> str:
+    # short wavelengths keep a decimal (pair 0 turns once per 2π ≈ 6.28 positions, not 6)
+    return f"{wavelength:,.2f}" if wavelength < 100 else f"{wavelength:,.0f}"
+
+
 def rope_frame(base: float = 10000.0, position: int = 10, pair: int = 4) -> Frame:
     """Left: pair ``pair``'s hand at ``position`` (trail from 0); right: q.k vs offset."""
     inv_freq = rope_frequencies(_ROPE_D, base=base)[0].double()
     theta = float(inv_freq[pair])
-    circle = np.linspace(0, 2 * np.pi, 61)
     steps = np.arange(position + 1) if position <= 60 else np.linspace(0, position, 61)
     trail = theta * steps  # at most 61 dots: keeps the static page light
     angle = theta * position
     scores = _rope_scores(base)
     wavelength = 2 * math.pi / theta
-    traces = [
-        go.Scatter(x=_f32(np.cos(circle)), y=_f32(np.sin(circle)), mode="lines", line={"color": "#ccc"},
-                   name="unit circle", xaxis="x", yaxis="y", hoverinfo="skip"),
+    traces = [  # the unit circle is a layout shape (drawn once, not once per frame)
         go.Scatter(x=_f32(np.cos(trail)), y=_f32(np.sin(trail)), mode="markers",
                    marker={"size": 4, "color": PALETTE[5]}, name="positions 0..m",
                    xaxis="x", yaxis="y"),
         go.Scatter(x=[0, math.cos(angle)], y=[0, math.sin(angle)], mode="lines+markers",
                    line={"color": PALETTE[3], "width": 4}, marker={"size": [1, 10]},
                    name="hand at m", xaxis="x", yaxis="y"),
-        go.Scatter(x=np.arange(_ROPE_OFFSETS, dtype=np.int16), y=scores, mode="lines",
+        go.Scatter(x0=0, dx=1, y=scores, mode="lines",  # x = 0, 1, ...: no x array to store
                    line={"color": PALETTE[0]}, name="q_m·k_0 / √D", xaxis="x2", yaxis="y2"),
         go.Scatter(x=[position], y=[scores[position] if position < _ROPE_OFFSETS else None],
                    mode="markers", marker={"color": PALETTE[3], "size": 10}, name="offset m",
                    xaxis="x2", yaxis="y2"),
     ]
     title = (f"base {base:g}, pair {pair}: θ = {theta:.3g} rad/pos, one turn per "
-             f"{wavelength:,.0f} positions; angle at m={position}: "
+             f"{_wavelength_text(wavelength)} positions; angle at m={position}: "
              f"{math.degrees(angle) % 360:.0f}°")
     return Frame(traces=traces, layout={"title.text": title})
+
+
+#: The static grid: 5 bases x 6 positions x 8 pairs (240 frames, about 0.7 MB of page).
+ROPE_BASES = (100.0, 1000.0, 10000.0, 100000.0, 500000.0)
+ROPE_POSITIONS = (0, 1, 3, 10, 50, 200)
+ROPE_PAIRS = (0, 2, 4, 8, 12, 16, 24, 31)
 
 
 def rope_explorer() -> Explorer:
@@ -150,10 +158,10 @@ def rope_explorer() -> Explorer:
     return Explorer(
         rope_frame,
         [
-            Control("base", (100.0, 10000.0, 500000.0), default=10000.0, label="base"),
-            Control("position", (0, 1, 3, 10, 50, 200), default=10, label="position m",
+            Control("base", ROPE_BASES, default=10000.0, label="base"),
+            Control("position", ROPE_POSITIONS, default=10, label="position m",
                     live=(0, _ROPE_OFFSETS - 1, 1)),
-            Control("pair", (0, 4, 12, 31), default=4, label="pair i", live=(0, 31, 1)),
+            Control("pair", ROPE_PAIRS, default=4, label="pair i", live=(0, _ROPE_D // 2 - 1, 1)),
         ],
         title="RoPE: one pair's rotation, and the score it produces",
         layout={
@@ -163,6 +171,8 @@ def rope_explorer() -> Explorer:
             "xaxis2": {"domain": [0.5, 1.0], "range": [0, _ROPE_OFFSETS],
                        "title": {"text": "offset m - n"}},
             "yaxis2": {"anchor": "x2", "range": [-3.5, 3.5], "title": {"text": "q·k / √D"}},
+            "shapes": [{"type": "circle", "xref": "x", "yref": "y", "x0": -1, "y0": -1,
+                        "x1": 1, "y1": 1, "line": {"color": "#ccc"}, "layer": "below"}],
             "showlegend": False,
             "title": {"font": {"size": 12}},
         },

@@ -27,7 +27,7 @@ FACTORIES = [sinusoidal_explorer, rope_explorer, alibi_explorer, t5_bucket_explo
 def test_grid_is_small_and_trace_count_constant(factory):
     ex = factory()
     grid = ex.grid()
-    assert 2 <= len(grid) <= 80
+    assert 2 <= len(grid) <= (240 if factory is rope_explorer else 80)
     counts = {len(ex.frame(**params).traces) for params in grid}
     assert len(counts) == 1
 
@@ -41,9 +41,24 @@ def test_sinusoidal_frame_shows_the_table():
 
 def test_rope_hand_angle():
     f = rope_frame(base=10000.0, position=3, pair=0)  # pair 0 turns 1 rad per position
-    hand = f.traces[2]
+    hand = f.traces[1]
     assert hand.x[1] == pytest.approx(math.cos(3.0)) and hand.y[1] == pytest.approx(math.sin(3.0))
     assert "base 10000" in f.layout["title.text"]
+    # pair 0 turns once per 2*pi positions: the title says 6.28, not 6
+    assert "one turn per 6.28 positions" in f.layout["title.text"]
+    assert "one turn per 47,117 positions" in rope_frame(pair=31).layout["title.text"]
+
+
+def test_rope_static_grid_is_dense_but_light():
+    ex = rope_explorer()
+    names = [c.name for c in ex.controls]
+    assert names == ["base", "position", "pair"]  # the live test drives exactly these three
+    bases, _, pairs = (c.values for c in ex.controls)
+    assert len(bases) >= 5 and len(pairs) >= 8 and pairs[0] == 0 and pairs[-1] == 31
+    assert len(ex.static_html()) < 1_000_000  # bytes the static page stores for this explorer
+    # the score curve is drawn at offsets 0, 1, 2, ... without storing them
+    curve = rope_frame().traces[2]
+    assert curve.x0 == 0 and curve.dx == 1 and len(curve.y) == 256
 
 
 def test_alibi_frame_clamps_head_and_shows_slopes():
