@@ -207,3 +207,21 @@ def test_plot_heatmap_has_its_own_scale():
         pp.plot_heatmap(torch.zeros(3))
     with pytest.raises(ValueError, match=r"no finite value"):
         pp.plot_heatmap(torch.full((2, 2), float("nan")))
+
+
+def test_clock_positions_make_every_pair_turn():
+    inv, _ = rope_frequencies(64)
+    pos = pp.clock_positions(inv, [0, 16, 31])
+    assert pos[0] == list(range(8))  # the fast pair: one position per hand
+    for p in (16, 31):
+        angles = inv[p].item() * np.asarray(pos[p], dtype=float)
+        # the hands spread over most of a turn: consecutive hands at least 30 degrees apart
+        assert np.all(np.diff(angles) > np.pi / 6) and angles[-1] < 2 * np.pi
+    fig = pp.plot_rope_clock_hands(inv, positions=pos, pairs=[0, 16, 31])
+    arrows = [c for c in fig.axes[2].texts if getattr(c, "arrow_patch", None) is not None]
+    assert len({(round(a.xy[0], 6), round(a.xy[1], 6)) for a in arrows}) == 8  # no hand hides another
+    assert "wavelength 6.28" in fig.axes[0].get_title()
+    with pytest.raises(ValueError, match=r"positions has no entry for pair\(s\) \[31\]"):
+        pp.plot_rope_clock_hands(inv, positions={0: [0, 1]}, pairs=[0, 31])
+    with pytest.raises(ValueError, match=r"n_hands must be an int >= 2, got 1"):
+        pp.clock_positions(inv, [0], n_hands=1)

@@ -27,6 +27,7 @@ from .bias import (
     plot_t5_buckets,
 )
 from .rope import (
+    clock_positions,
     plot_rope_clock_hands,
     plot_rope_decay,
     plot_rope_spectrum,
@@ -41,6 +42,7 @@ __all__ = [
     "binary_counter_waves",
     "plot_binary_counter",
     "plot_rope_clock_hands",
+    "clock_positions",
     "plot_rope_spiral",
     "plot_rope_spiral_plotly",
     "plot_rope_spectrum",

@@ -20,6 +20,7 @@ from .._style import PALETTE, SEQUENTIAL, get_ax
 
 __all__ = [
     "plot_rope_clock_hands",
+    "clock_positions",
     "plot_rope_spiral",
     "plot_rope_spiral_plotly",
     "plot_rope_spectrum",
@@ -28,9 +29,14 @@ __all__ = [
 
 
 # ----------------------------------------------------------------------------- RoPE pictures
+def _wavelength_text(wavelength: float) -> str:
+    # pair 0 turns once per 2π ≈ 6.28 positions: keep the decimals while they matter
+    return f"{wavelength:,.2f}" if wavelength < 100 else f"{wavelength:,.0f}"
+
+
 def plot_rope_clock_hands(
     inv_freq: Any,
-    positions: Sequence[int],
+    positions: Sequence[int] | Mapping[int, Sequence[int]],
     pairs: Sequence[int],
     *,
     vector: Sequence[float] = (1.0, 0.0),
@@ -39,7 +45,9 @@ def plot_rope_clock_hands(
 
     Args:
         inv_freq: (R/2,) radians per position of every pair.
-        positions: the positions drawn as hands (darker = later).
+        positions: the positions drawn as hands (darker = later): one sequence for every
+            panel, or a mapping ``pair -> positions`` so that a slow pair can be shown over a
+            range in which it actually turns (see :func:`clock_positions`).
         pairs: which pairs get a panel (e.g. the fastest and the slowest, side by side).
         vector: the (x, y) the pair holds before rotation.
 
@@ -47,15 +55,20 @@ def plot_rope_clock_hands(
         Figure with one polar-style panel per pair.
     """
     freqs = to_numpy(inv_freq)
+    if isinstance(positions, Mapping):
+        missing = [p for p in pairs if p not in positions]
+        if missing:
+            raise ValueError(f"positions has no entry for pair(s) {missing}; give one per pair")
     fig, axes = plt.subplots(1, len(pairs), figsize=(3.2 * len(pairs), 3.4),
                              layout="constrained", squeeze=False)
     x0, y0 = float(vector[0]), float(vector[1])
     radius = math.hypot(x0, y0) or 1.0
     cmap = plt.get_cmap(SEQUENTIAL)
-    pos = np.asarray(list(positions), dtype=float)
     for ax, p in zip(axes[0], pairs):
         if not 0 <= p < freqs.size:
             raise ValueError(f"pair {p} is out of range: there are {freqs.size} pairs")
+        pos = np.asarray(list(positions[p] if isinstance(positions, Mapping) else positions),
+                         dtype=float)
         circle = np.linspace(0, 2 * np.pi, 200)
         ax.plot(radius * np.cos(circle), radius * np.sin(circle), color="#bbb", lw=0.8)
         for k, m in enumerate(pos):
@@ -65,17 +78,37 @@ def plot_rope_clock_hands(
             colour = cmap(k / max(len(pos) - 1, 1))
             ax.annotate("", xy=(x, y), xytext=(0, 0),
                         arrowprops={"arrowstyle": "->", "color": colour, "lw": 1.5})
-            ax.text(1.12 * x, 1.12 * y, f"{int(m)}", fontsize=7, ha="center", va="center",
+            ax.text(1.14 * x, 1.14 * y, f"{int(m):,}", fontsize=7, ha="center", va="center",
                     color=colour)
-        ax.set_xlim(-1.35 * radius, 1.35 * radius)
-        ax.set_ylim(-1.35 * radius, 1.35 * radius)
+        ax.set_xlim(-1.4 * radius, 1.4 * radius)
+        ax.set_ylim(-1.4 * radius, 1.4 * radius)
         ax.set_aspect("equal")
         ax.set_xticks([])
         ax.set_yticks([])
         wavelength = 2 * math.pi / freqs[p]
-        ax.set_title(f"pair {p}: {freqs[p]:.3g} rad/pos\nwavelength {wavelength:,.0f} tokens",
-                     fontsize=9)
+        span = f"positions {int(pos.min()):,}..{int(pos.max()):,}" if pos.size else "no positions"
+        ax.set_title(f"pair {p}: {freqs[p]:.3g} rad/pos, wavelength "
+                     f"{_wavelength_text(wavelength)}\n{span}", fontsize=9)
     return fig
+
+
+def clock_positions(inv_freq: Any, pairs: Sequence[int], *, n_hands: int = 8) -> dict[int, list[int]]:
+    """Positions at which each pair's hand visibly moves: ``n_hands`` evenly spaced positions
+    over about one turn, step ``max(1, round(wavelength / n_hands))``.
+
+    A slow pair drawn at positions 0..7 shows ``n_hands`` arrows on top of each other; over its
+    own wavelength it turns like the fast one.
+    """
+    freqs = to_numpy(inv_freq)
+    if isinstance(n_hands, bool) or not isinstance(n_hands, int) or n_hands < 2:
+        raise ValueError(f"n_hands must be an int >= 2, got {n_hands!r}")
+    out = {}
+    for p in pairs:
+        if not 0 <= p < freqs.size:
+            raise ValueError(f"pair {p} is out of range: there are {freqs.size} pairs")
+        step = max(1, round(2 * math.pi / float(freqs[p]) / n_hands))
+        out[int(p)] = [step * k for k in range(n_hands)]
+    return out
 
 
 def _spiral_points(inv_freq: Any, pair: int, positions: Any) -> tuple[np.ndarray, ...]:
