@@ -60,3 +60,11 @@ def check_mask(mask: torch.Tensor | None, target: tuple[int, ...], name: str = "
             f"{name} of shape {tuple(mask.shape)} does not broadcast to the scores' shape "
             f"(B, H, T, S) = {target}"
         ) from None
+
+
+def check_sinks(sinks: torch.Tensor, n_heads: int) -> None:
+    """``sinks`` must be a float ``(H,)`` tensor of finite logits, one per query head."""
+    check_tensor(sinks, "sinks", ndim=1, floating=True)
+    if sinks.shape[0] != n_heads:
+        raise ValueError(f"sinks must hold one logit per query head, shape ({n_heads},); got "
+                         f"{tuple(sinks.shape)}")

@@ -60,7 +60,7 @@ import torch.nn.functional as F
 
 from .._checks import check_positive, check_positive_int, check_tensor
 from ._blocked import blocked_rows, dead_keys
-from ._checks import check_mask, check_qkv
+from ._checks import check_mask, check_qkv, check_sinks
 
 __all__ = ["repeat_kv", "attention_weights", "scaled_dot_product_attention"]
 
@@ -118,6 +118,7 @@ def attention_weights(
     scale: float | None = None,
     softcap: float | None = None,
     is_causal: bool = False,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Attention weights ``softmax(scale * q @ k^T + bias)`` over allowed keys.
 
@@ -131,10 +132,13 @@ def attention_weights(
         is_causal: add the causal structure (queries are the last T of the S keys), on top
             of ``mask``; built here as an explicit ``(T, S)`` mask, since the weights are
             ``(T, S)`` anyway.
+        sinks: ``(H,)`` learned sink logits (gpt-oss): each row's softmax gets one extra
+            column holding its head's sink logit, which takes mass and is then dropped, so a
+            row sums to ``1 - p_sink`` and a head can attend to "nothing".
 
     Returns:
-        ``(B, H, T, S)`` weights; each row sums to 1, fully blocked rows (by ``mask`` or by
-        ``-inf`` in ``bias``) are all zero.
+        ``(B, H, T, S)`` weights; each row sums to 1 (less the sink's share with ``sinks``),
+        fully blocked rows (by ``mask`` or by ``-inf`` in ``bias``) are all zero.
     """
     H, G = check_qkv(q, k, k)
     B, _, T, D = q.shape
@@ -144,6 +148,8 @@ def attention_weights(
     scale = _resolve_scale(scale, D)
     if softcap is not None:
         check_positive(softcap, "softcap")
+    if sinks is not None:
+        check_sinks(sinks, H)
     dead = dead_keys(mask, bias)
     if dead is not None:
         k = k.masked_fill(dead, 0.0)  # a blocked key never contributes, whatever it holds
@@ -161,7 +167,12 @@ def attention_weights(
     if mask is not None:
         scores.masked_fill_(~mask, float("-inf"))  # scores is our own fresh tensor
     low_precision = scores.dtype in (torch.float16, torch.bfloat16)
+    if sinks is not None:  # one more column per row, the head's sink logit; dropped after
+        sink = sinks.to(scores.dtype).view(1, H, 1, 1).expand(B, H, T, 1)
+        scores = torch.cat([scores, sink], dim=-1)
     weights = torch.softmax(scores, dim=-1, dtype=torch.float32 if low_precision else None)
+    if sinks is not None:  # a blocked row puts all its mass on the sink: zeros, no NaN
+        return weights[..., :S].to(q.dtype)
     weights = weights.to(q.dtype)
     if mask is not None or bias is not None:
         # Fully blocked rows came out NaN (0/0); define them as zero weights. Decided on the
@@ -183,6 +194,7 @@ def scaled_dot_product_attention(
     return_weights: bool = False,
     fused: bool | None = None,
     is_causal: bool = False,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """``softmax(scale * q @ k^T + bias, masked) @ v`` for MHA, GQA and MQA.
 
@@ -203,6 +215,8 @@ def scaled_dot_product_attention(
             of the S keys (what a KV cache gives). Prefer it to passing ``causal_mask``:
             with no mask and no bias the fused path then builds no ``(T, S)`` tensor at all
             (``is_causal=True`` in torch when ``T == S``, nothing when ``T == 1``).
+        sinks: ``(H,)`` learned sink logits (gpt-oss; see :func:`attention_weights`). Runs
+            the reference path: torch's fused kernel has no sink input.
 
     Returns:
         ``out`` of shape ``(B, H, T, Dv)``, or ``(out, weights)`` if ``return_weights``.
@@ -214,15 +228,16 @@ def scaled_dot_product_attention(
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p!r}")
     if fused is None:
-        fused = not return_weights and softcap is None
-    elif fused and (return_weights or softcap is not None):
+        fused = not return_weights and softcap is None and sinks is None
+    elif fused and (return_weights or softcap is not None or sinks is not None):
         raise ValueError(
-            "fused=True cannot return weights or apply softcap (torch's fused kernel does "
-            "neither); use fused=None or False"
+            "fused=True cannot return weights, apply softcap or add sinks (torch's fused "
+            "kernel does none of these); use fused=None or False"
         )
     if not fused:
         weights = attention_weights(
-            q, k, mask=mask, bias=bias, scale=scale, softcap=softcap, is_causal=is_causal
+            q, k, mask=mask, bias=bias, scale=scale, softcap=softcap, is_causal=is_causal,
+            sinks=sinks,
         )
         dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
         dead = dead_keys(mask, bias)

@@ -75,6 +75,11 @@ class MultiHeadAttention(nn.Module):
         sliding_window: each query sees this many most recent keys (Mistral).
         dropout: dropout on attention weights in training mode.
         causal: apply the causal mask.
+        sinks: a learned sink logit per head (gpt-oss, parameter ``sinks``, shape ``(H,)``):
+            it joins each row's softmax and takes mass away from the keys. The reference
+            attention path runs (torch's fused kernel has no sink input).
+        output_gate: multiply the heads' output by ``sigmoid(gate_proj(x))`` before ``o_proj``
+            (Qwen3-Next's gated attention).
 
     ``forward(x, *, mask, score_bias, positions, cache, layer_idx, return_weights)``: x
     ``(B, T, C)``; mask bool broadcastable to ``(B, H, T, S)`` (True = may attend), e.g. from
@@ -103,6 +108,8 @@ class MultiHeadAttention(nn.Module):
         sliding_window: int | None = None,
         dropout: float = 0.0,
         causal: bool = True,
+        sinks: bool = False,
+        output_gate: bool = False,
     ) -> None:
         super().__init__()
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
@@ -140,6 +147,10 @@ class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(d_model, n_kv_heads * head_dim, bias=bias)
         self.v_proj = nn.Linear(d_model, n_kv_heads * head_dim, bias=bias)
         self.o_proj = nn.Linear(n_heads * head_dim, d_model, bias=bias if o_bias is None else o_bias)
+        # gpt-oss: a learned logit per head that competes in the softmax and takes mass away
+        self.sinks = nn.Parameter(torch.zeros(n_heads)) if sinks else None
+        # Qwen3-Next: out * sigmoid(gate_proj(x)) per feature, before o_proj
+        self.gate_proj = nn.Linear(d_model, n_heads * head_dim, bias=False) if output_gate else None
         if qk_norm is None:
             self.q_norm = self.k_norm = None
         else:  # "head": one norm over D for every head (Qwen 3); "all": over H*D (OLMo 2)
@@ -229,10 +240,13 @@ class MultiHeadAttention(nn.Module):
         result = scaled_dot_product_attention(
             q, k, v, mask=mask, bias=score_bias, scale=self.scale, softcap=self.softcap,
             dropout_p=self.dropout if self.training else 0.0, return_weights=return_weights,
-            is_causal=is_causal,
+            is_causal=is_causal, sinks=self.sinks,
         )
         out, weights = result if return_weights else (result, None)
-        out = self.o_proj(out.transpose(1, 2).reshape(B, T, H * D))  # (B, T, C)
+        out = out.transpose(1, 2).reshape(B, T, H * D)  # (B, T, H*D)
+        if self.gate_proj is not None:
+            out = out * torch.sigmoid(self.gate_proj(x))
+        out = self.o_proj(out)  # (B, T, C)
         return (out, weights) if return_weights else out
 
 
