@@ -47,6 +47,9 @@ def main(argv: list[str] | None = None) -> list:
                  f"{args.layers} layers, C={args.width}, float32"))
     rows = []
     for name in args.presets:
+        # Every preset runs the same DecoderLM.forward: without a reset, dynamo counts the
+        # presets' graphs against one recompile limit (8) and fullgraph=True then fails.
+        torch._dynamo.reset()
         torch.manual_seed(0)
         cfg = preset(name, n_layers=args.layers, d_model=args.width)
         model = DecoderLM(cfg).to(dev).eval()
