@@ -4,7 +4,8 @@
   torch's fused kernel), ``attention_weights``, ``repeat_kv``.
 * :mod:`.masks`: boolean masks (True = may attend): causal, padding, sliding window, dilated,
   strided, global-local, and the receptive field of a stack.
-* :mod:`.kv_cache`: :class:`KVCache`, one growing key/value store per layer.
+* :mod:`.kv_cache`: :class:`KVCache`, one growing key/value store per layer; :class:`SinkCache`,
+  sinks plus a rolling window (StreamingLLM).
 * :mod:`.module`: :class:`MultiHeadAttention` (MHA, GQA and MQA through ``n_kv_heads``).
 * :mod:`.tiled`: online softmax and tiled (flash-style) attention, written out.
 * :mod:`.cost`: bytes of the score matrix, arithmetic intensity, peak memory of a call.
@@ -23,7 +24,7 @@ from . import cost, deltanet, functional, kv_cache, latent, linear, masks, metri
 from .cost import attention_intensity, peak_memory, score_matrix_bytes
 from .deltanet import DeltaState, GatedDeltaNet
 from .functional import attention_weights, repeat_kv, scaled_dot_product_attention
-from .kv_cache import KVCache
+from .kv_cache import KVCache, SinkCache, rope_key_shift
 from .latent import LatentCache, MultiHeadLatentAttention
 from .linear import gated_delta_rule, linear_attention
 from .masks import (
@@ -44,7 +45,7 @@ from .tiled import online_softmax, online_softmax_trace, tile_map, tiled_attenti
 
 __all__ = [
     "scaled_dot_product_attention", "attention_weights", "repeat_kv",
-    "MultiHeadAttention", "gqa_from_mha", "KVCache",
+    "MultiHeadAttention", "gqa_from_mha", "KVCache", "SinkCache", "rope_key_shift",
     "MultiHeadLatentAttention", "LatentCache",
     "causal_mask", "padding_mask", "key_padding_to_mask", "sliding_window_mask", "dilated_mask",
     "strided_mask", "global_local_mask", "combine_masks", "receptive_field", "query_positions",

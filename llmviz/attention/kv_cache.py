@@ -11,11 +11,13 @@ count, which is why GQA/MQA shrink it).
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 
 from .._checks import check_tensor
 
-__all__ = ["KVCache"]
+__all__ = ["KVCache", "SinkCache", "rope_key_shift"]
 
 
 class KVCache:
@@ -92,3 +94,82 @@ class KVCache:
 
     def __repr__(self) -> str:
         return f"KVCache(layers={len(self)}, length={self.length()}, nbytes={self.nbytes()})"
+
+
+class SinkCache(KVCache):
+    """A fixed-size cache: the first ``sink_tokens`` tokens and a rolling window (StreamingLLM).
+
+    Xiao et al. (2023) found that a model decoding past its training length with only a
+    window of recent keys falls apart once the first tokens leave the window, and that keeping
+    those first few "sink" tokens (which many heads park their attention on) restores it.
+    ``update`` returns the sinks, the last ``window`` cached tokens and the new ones, for this
+    step's attention; then the cache trims itself back to ``sink_tokens + window`` tokens.
+
+    Positions are the tokens' places *in the cache* (as in the paper): :meth:`length` is the
+    number stored, so a model's next position never passes ``sink_tokens + window``. Keys that
+    were rotated by RoPE before caching must then move when the window slides: pass
+    ``rope_shift`` (e.g. :func:`rope_key_shift`), which turns a key written at position p into
+    one at p - n when n tokens leave. Without it the kept keys keep the rotation they were
+    written with (an ablation; right as it is for ALiBi and NoPE, whose keys hold no position).
+    """
+
+    def __init__(
+        self,
+        window: int,
+        sink_tokens: int = 4,
+        *,
+        rope_shift: Callable[[torch.Tensor, int], torch.Tensor] | None = None,
+    ) -> None:
+        super().__init__()
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise ValueError(f"window must be a positive int (tokens kept besides the sinks); got {window!r}")
+        if isinstance(sink_tokens, bool) or not isinstance(sink_tokens, int) or sink_tokens < 0:
+            raise ValueError(f"sink_tokens must be an int >= 0; got {sink_tokens!r}")
+        if rope_shift is not None and not callable(rope_shift):
+            raise TypeError(f"rope_shift must be callable as rope_shift(k, delta); got "
+                            f"{type(rope_shift).__name__}")
+        self.window, self.sink_tokens, self.rope_shift = window, sink_tokens, rope_shift
+        self.evicted: list[int] = []  # tokens dropped so far, per layer
+
+    def update(self, layer_idx: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        full_k, full_v = super().update(layer_idx, k, v)  # (B, G, S + T, D): this step's keys
+        if layer_idx == len(self.evicted):
+            self.evicted.append(0)
+        keep = self.sink_tokens + self.window
+        drop = full_k.shape[2] - keep
+        if drop > 0:
+            s = self.sink_tokens
+            win_k, win_v = full_k[:, :, s + drop:], full_v[:, :, s + drop:]
+            if self.rope_shift is not None:
+                win_k = self.rope_shift(win_k, -drop)
+            self.keys[layer_idx] = torch.cat([full_k[:, :, :s], win_k], dim=2)
+            self.values[layer_idx] = torch.cat([full_v[:, :, :s], win_v], dim=2)
+            self.evicted[layer_idx] += drop
+        return full_k, full_v
+
+    def reset(self) -> None:
+        super().reset()
+        self.evicted.clear()
+
+    def __repr__(self) -> str:
+        return (f"SinkCache(sink_tokens={self.sink_tokens}, window={self.window}, layers={len(self)}, "
+                f"length={self.length()}, evicted={self.evicted[:1]})")
+
+
+def rope_key_shift(inv_freq: torch.Tensor, *, layout: str = "half") -> Callable[[torch.Tensor, int], torch.Tensor]:
+    """``shift(k, delta)``: rotate RoPE-rotated keys by ``delta`` more positions.
+
+    Rotations add up, ``R(p) R(delta) = R(p + delta)``, so moving a cached key from position p
+    to p + delta needs no recomputation. ``inv_freq``: the model's ``(R/2,)`` frequencies, e.g.
+    ``RotaryEmbedding.inv_freq`` (partial rotary: the first R features rotate).
+    """
+    from ..position.rope import apply_rotary, rope_cos_sin  # lazy: positions stay optional
+
+    check_tensor(inv_freq, "inv_freq", ndim=1, floating=True)
+
+    def shift(k: torch.Tensor, delta: int) -> torch.Tensor:
+        pos = torch.full((k.shape[2],), float(delta), device=k.device)
+        cos, sin = rope_cos_sin(pos, inv_freq.to(k.device), layout=layout)
+        return apply_rotary(k, cos.to(k.dtype), sin.to(k.dtype), layout=layout)
+
+    return shift
