@@ -225,3 +225,30 @@ def test_clock_positions_make_every_pair_turn():
         pp.plot_rope_clock_hands(inv, positions={0: [0, 1]}, pairs=[0, 31])
     with pytest.raises(ValueError, match=r"n_hands must be an int >= 2, got 1"):
         pp.clock_positions(inv, [0], n_hands=1)
+
+
+def test_alibi_slopes_plot_keeps_every_series_visible():
+    ax = pp.plot_alibi_slopes({"8 heads": alibi_slopes(8), "12 heads": alibi_slopes(12),
+                               "16 heads": alibi_slopes(16)})
+    eight, twelve, sixteen = ax.get_lines()
+    # 12 heads repeat the 8-head slopes: the 8-head line is drawn on top and smaller, so it shows
+    assert eight.get_zorder() > twelve.get_zorder() > sixteen.get_zorder()
+    assert eight.get_markersize() < twelve.get_markersize() < sixteen.get_markersize()
+    np.testing.assert_allclose(twelve.get_ydata()[:8], eight.get_ydata())
+
+
+def test_alibi_bias_log_scale_separates_every_head():
+    from matplotlib.colors import SymLogNorm
+
+    slopes = alibi_slopes(8)
+    bias = alibi_bias(256, slopes=slopes)
+    fig = pp.plot_alibi_bias(bias, slopes=slopes, log_scale=0.1)
+    images = [im for ax in fig.axes for im in ax.get_images()]
+    norms = {id(im.norm) for im in images}
+    assert len(images) == 8 and all(isinstance(im.norm, SymLogNorm) for im in images)
+    assert len({(im.norm.vmin, im.norm.vmax) for im in images}) == 1 and len(norms) >= 1
+    # on the shared log scale, the colour value of the farthest key differs between every pair of heads
+    far = [float(im.norm(float(bias[h, -1, 0]))) for h, im in enumerate(images)]
+    assert min(abs(a - b) for i, a in enumerate(far) for b in far[i + 1:]) > 0.03
+    with pytest.raises(ValueError, match=r"log_scale must be a positive number"):
+        pp.plot_shared_heatmaps([bias[0]], ["a"], log_scale=0)

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.colors import SymLogNorm
 
 from ...attention.masks import causal_mask
 from ...attention.metrics import mass_by_distance
@@ -84,11 +85,14 @@ def plot_shared_heatmaps(
     xlabel: str = "key position (S)",
     ylabel: str = "query position (T)",
     colorbar_label: str = "score",
+    log_scale: float | None = None,
 ):
     """Several (T, S) matrices on ONE colour scale with one colour bar (NaN cells left blank).
 
     ``symmetric``: the scale is ``[-max|v|, max|v|]`` over all panels (diverging quantities);
-    otherwise ``[min, max]`` over all panels.
+    otherwise ``[min, max]`` over all panels. ``log_scale``: a symmetric-log colour scale,
+    linear within ``±log_scale`` and logarithmic beyond, still shared by every panel: values
+    that differ by constant factors (ALiBi heads) then differ by constant colour steps.
     """
     arrays = [to_numpy(m) for m in maps]
     if not arrays:
@@ -101,13 +105,19 @@ def plot_shared_heatmaps(
     else:
         finite = np.concatenate([a[np.isfinite(a)] for a in arrays])
         vmin, vmax = float(finite.min()), float(finite.max())
+    norm = None
+    if log_scale is not None:
+        if not isinstance(log_scale, (int, float)) or isinstance(log_scale, bool) or log_scale <= 0:
+            raise ValueError(f"log_scale must be a positive number (the linear range), got {log_scale!r}")
+        norm = SymLogNorm(linthresh=float(log_scale), vmin=vmin, vmax=vmax, base=10)
+        vmin = vmax = None
     ncols = ncols or min(len(arrays), 4)
     nrows = math.ceil(len(arrays) / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(2.9 * ncols + 0.8, 2.8 * nrows),
                              layout="constrained", squeeze=False)
     im = None
     for ax, a, t in zip(axes.flat, arrays, titles):
-        im = ax.imshow(a, cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest",
+        im = ax.imshow(a, cmap=cmap, vmin=vmin, vmax=vmax, norm=norm, interpolation="nearest",
                        aspect="auto")
         ax.set_title(t, fontsize=9)
         ax.set_xlabel(xlabel, fontsize=8)
@@ -123,9 +133,15 @@ def plot_alibi_slopes(slopes: Any | dict[str, Any], *, ax=None):
     """Slope per head on a log scale (a geometric sequence is a straight line)."""
     ax = get_ax(ax, figsize=(6.0, 3.5))
     series = slopes if isinstance(slopes, dict) else {"slopes": slopes}
+    n = len(series)
+    markers = "os^Dv"
     for k, (label, s) in enumerate(series.items()):
         s = to_numpy(s)
-        ax.plot(np.arange(s.size), s, marker="o", color=PALETTE[k % len(PALETTE)], label=label)
+        # series that share values (12 heads start with the 8-head slopes) would hide each
+        # other: earlier series are drawn on top, thinner and with smaller markers
+        ax.plot(np.arange(s.size), s, marker=markers[k % len(markers)], color=PALETTE[k % len(PALETTE)],
+                label=label, zorder=2 + n - k, lw=1.0 + 1.2 * k, markersize=4.0 + 2.5 * k,
+                alpha=1.0 if k == 0 else 0.75)
     ax.set_yscale("log", base=2)
     ax.set_xlabel("head h")
     ax.set_ylabel("slope m_h")
@@ -136,12 +152,14 @@ def plot_alibi_slopes(slopes: Any | dict[str, Any], *, ax=None):
 
 def plot_alibi_bias(
     bias: Any, *, heads: Sequence[int] | None = None, mask_future: bool = True,
-    slopes: Any | None = None, ncols: int | None = None,
+    slopes: Any | None = None, ncols: int | None = None, log_scale: float | None = None,
 ):
     """Per-head ALiBi bias maps (H, T, S) on one shared colour scale.
 
     ``mask_future`` blanks keys after the query (what the causal mask removes), assuming the
-    queries are the last T of S positions.
+    queries are the last T of S positions. ``log_scale``: symmetric-log colour scale (see
+    :func:`plot_shared_heatmaps`), so that heads whose slopes differ by factors of 2 all
+    separate on one scale.
     """
     b = to_numpy(bias)
     if b.ndim != 3:
@@ -153,7 +171,7 @@ def plot_alibi_bias(
     s = to_numpy(slopes) if slopes is not None else None
     titles = [f"head {h}" + (f" (m={s[h]:.3g})" if s is not None else "") for h in heads]
     return plot_shared_heatmaps([b[h] for h in heads], titles, cmap="viridis", symmetric=False,
-                                ncols=ncols, colorbar_label="bias")
+                                ncols=ncols, colorbar_label="bias", log_scale=log_scale)
 
 
 def plot_attention_mass_vs_distance(
