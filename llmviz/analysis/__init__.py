@@ -4,8 +4,10 @@
   width matching for depth-vs-width comparisons, and the verbatim-match check used to test
   memorisation.
 * :mod:`.profiles`: per-layer gradient norm and residual-stream RMS (:func:`depth_profiles`).
+* :mod:`.profiles`: also :func:`stability_stats` (attention entropy, log Z, logits, loss).
 * :mod:`.sweeps`: a learning-rate x warm-up sweep as a grid of final losses
-  (:func:`divergence_grid`).
+  (:func:`divergence_grid`), a loss curve's :func:`worst_spike`, the :func:`unigram_loss`
+  plateau.
 """
 
 from __future__ import annotations
@@ -21,11 +23,12 @@ from .parameters import (
     longest_verbatim_match,
     match_width,
 )
-from .profiles import depth_profiles
-from .sweeps import divergence_grid
+from .profiles import depth_profiles, stability_stats
+from .sweeps import divergence_grid, unigram_loss, worst_spike
 
 __all__ = [
     "count_parameters", "flops_per_token", "gpt2_layer_params", "kv_cache_bytes",
     "kv_cache_bytes_for", "layer_params", "longest_verbatim_match", "match_width", "parameters",
-    "depth_profiles", "divergence_grid", "profiles", "sweeps",
+    "depth_profiles", "divergence_grid", "profiles", "sweeps", "worst_spike", "unigram_loss",
+    "stability_stats",
 ]

@@ -42,3 +42,27 @@ def test_bad_input_says_what_to_pass():
         depth_profiles(torch.nn.Linear(2, 2), torch.zeros(1, 2, dtype=torch.long))
     with pytest.raises(ValueError, match=r"input_ids must be a \(B, T\) tensor"):
         depth_profiles(_model("pre"), torch.zeros(8, dtype=torch.long))
+
+
+def test_stability_stats_reads_entropy_log_z_logits_and_loss():
+    from llmviz.analysis import stability_stats
+
+    model = _model("pre")
+    model.train()
+    ids = torch.randint(0, 256, (2, 8), generator=torch.Generator().manual_seed(0))
+    stats = stability_stats(model, ids, ids)
+    assert model.training  # mode restored
+    out = model.eval()(ids, return_weights=True)
+    ent = min(float(-(w * w.clamp_min(1e-12).log()).sum(-1).mean()) for w in out.weights)
+    assert stats["min_attention_entropy"] == pytest.approx(ent, rel=1e-5)
+    assert stats["log_z"] == pytest.approx(float(torch.logsumexp(out.logits, -1).mean()), rel=1e-5)
+    assert stats["max_abs_logit"] == pytest.approx(float(out.logits.abs().max()), rel=1e-5)
+    ce = torch.nn.functional.cross_entropy(out.logits.flatten(0, 1), ids.flatten())
+    assert stats["loss"] == pytest.approx(float(ce), rel=1e-5)
+    # causal attention over T keys: entropy between 0 and log(T)
+    assert 0.0 <= stats["min_attention_entropy"] <= torch.log(torch.tensor(8.0)).item()
+    assert "loss" not in stability_stats(model, ids)
+    with pytest.raises(ValueError, match=r"targets must be a \(B, T\) tensor like input_ids"):
+        stability_stats(model, ids, ids[:, :4])
+    with pytest.raises(ValueError, match=r"input_ids must be a \(B, T\) tensor"):
+        stability_stats(model, ids[0])
