@@ -20,6 +20,7 @@ from ..model.config import ModelConfig
 from ..model.lm import DecoderLM
 from ..norm import batch_norm, layer_norm, rms_norm
 from ..plots import PALETTE
+from .._checks import check_choice
 from ._core import Control, Explorer, Frame
 
 __all__ = [
@@ -30,7 +31,7 @@ __all__ = [
 _T, _C, _STD = 256, 64, 0.1  # tokens, features, input scale
 _OUTLIER_FEATURE = 3
 _OUTLIER_EVERY = 8  # one token in 8 carries the outlier
-_BINS = np.linspace(-6.0, 6.0, 61)
+_N_BINS = 60
 
 
 def _activations(outlier: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -50,12 +51,20 @@ def _normalise(kind: str, x: torch.Tensor, eps: float) -> torch.Tensor:
     return batch_norm(x, eps=eps)  # BatchNorm: per feature over the T tokens of this batch
 
 
-def _bars(values: torch.Tensor, name: str, color: str, xaxis: str, yaxis: str) -> go.Bar:
+def _bins(*groups: torch.Tensor) -> np.ndarray:
+    """Equal-width bins symmetric about 0 that reach the largest |value| of every group."""
+    extent = max(float(g.abs().max()) for g in groups)
+    extent = extent * 1.001 if extent > 0 else 1.0  # the largest value falls inside the last bin
+    return np.linspace(-extent, extent, _N_BINS + 1)
+
+
+def _bars(values: torch.Tensor, bins: np.ndarray, name: str, color: str, xaxis: str,
+          yaxis: str) -> go.Bar:
     v = values.flatten().numpy()
-    counts, _ = np.histogram(np.clip(v, _BINS[0], _BINS[-1]), bins=_BINS)
-    centres = 0.5 * (_BINS[:-1] + _BINS[1:])
+    counts, _ = np.histogram(v, bins=bins)  # the bins span every value: nothing is clipped
+    centres = 0.5 * (bins[:-1] + bins[1:])
     return go.Bar(x=centres, y=counts, name=name, marker_color=color, opacity=0.75,
-                  xaxis=xaxis, yaxis=yaxis, width=_BINS[1] - _BINS[0])
+                  xaxis=xaxis, yaxis=yaxis, width=bins[1] - bins[0])
 
 
 def norm_frame(kind: str = "LayerNorm", eps: float = 1e-5, outlier: float = 20.0) -> Frame:
@@ -68,14 +77,16 @@ def norm_frame(kind: str = "LayerNorm", eps: float = 1e-5, outlier: float = 20.0
         x=np.arange(_C), y=x[0].abs().amax(0).numpy(), mode="markers+lines",
         name="max |x| per feature (before)", marker_color=PALETTE[7], xaxis="x", yaxis="y",
     )
-    after_plain = _bars(y[0, ~carriers][:, others], "after: ordinary tokens", PALETTE[0], "x2", "y2")
-    after_carrier = _bars(y[0, carriers][:, others], "after: tokens with the outlier (other features)",
+    plain, carrier = y[0, ~carriers][:, others], y[0, carriers][:, others]
+    bins = _bins(plain, carrier)
+    after_plain = _bars(plain, bins, "after: ordinary tokens", PALETTE[0], "x2", "y2")
+    after_carrier = _bars(carrier, bins, "after: tokens with the outlier (other features)",
                           PALETTE[3], "x2", "y2")
-    spread_plain = float(y[0, ~carriers][:, others].std())
-    spread_carrier = float(y[0, carriers][:, others].std())
     title = (f"{kind}, eps={eps:g}, outlier={outlier:g}: std of ordinary features after = "
-             f"{spread_plain:.2f} (ordinary tokens) vs {spread_carrier:.2f} (outlier tokens)")
-    return Frame(traces=[before, after_plain, after_carrier], layout={"title.text": title})
+             f"{float(plain.std()):.2f} (ordinary tokens) vs {float(carrier.std()):.2f} "
+             "(outlier tokens)")
+    return Frame(traces=[before, after_plain, after_carrier],
+                 layout={"title.text": title, "xaxis2.range": [float(bins[0]), float(bins[-1])]})
 
 
 def norm_explorer() -> Explorer:
@@ -85,7 +96,9 @@ def norm_explorer() -> Explorer:
     of the chosen size in feature 3 (the "massive activation" pattern of real LLMs).
     Left: the largest |value| per feature before the norm (log axis, nothing clipped).
     Right: histogram of the *other* features after the norm, for ordinary tokens and for the
-    tokens carrying the outlier. Per-token norms squash the carriers' other features; eps
+    tokens carrying the outlier, on a log count axis; the bins span the largest |value| of
+    each frame (nothing is clipped), so the x-range changes with the frame. Per-token norms
+    squash the carriers' other features; eps
     matters once it is comparable to the variance (0.01 here).
     """
     return Explorer(
@@ -99,8 +112,8 @@ def norm_explorer() -> Explorer:
         layout={
             "xaxis": {"domain": [0.0, 0.42], "title": {"text": "feature"}},
             "yaxis": {"type": "log", "range": [-1.3, 2.2], "title": {"text": "max |x| before"}},
-            "xaxis2": {"domain": [0.52, 1.0], "range": [-6, 6], "title": {"text": "value after norm (±6 shown; see the left panel for the raw scale)"}},
-            "yaxis2": {"anchor": "x2", "range": [0, 1400], "title": {"text": "count"}},
+            "xaxis2": {"domain": [0.52, 1.0], "title": {"text": "other features after the norm (full range)"}},
+            "yaxis2": {"anchor": "x2", "type": "log", "range": [-0.1, 4.3], "title": {"text": "count (log)"}},
             "barmode": "overlay",
             "legend": {"orientation": "h", "y": 1.12},
             "title": {"font": {"size": 12}},
@@ -149,15 +162,27 @@ def activation_explorer() -> Explorer:
 
 # ----------------------------------------------------------------------------- placement
 _PLACEMENT_COLORS = {"post": PALETTE[3], "pre": PALETTE[0], "sandwich": PALETTE[2], "deepnorm": PALETTE[4]}
+_EMBEDDINGS = ("raw", "x sqrt(C)")  # GPT-2's 0.02-std embedding, or scaled by sqrt(C) (Vaswani)
+# log10 ranges of the two y axes, fixed over the explorer's whole grid (tests check every frame
+# fits): gradients from deep post-norm's smallest to the sandwich's largest, RMS from the raw
+# pre-norm stream (~0.02) to the sandwich's grown stream.
+_GRAD_RANGE = (-2.0, 2.3)  # 0.01 to 200
+_RMS_RANGE = (-2.0, 1.0)  # 0.01 to 10
 
 
-def placement_frame(placement: str = "pre", n_layers: int = 12) -> Frame:
+def placement_frame(placement: str = "pre", n_layers: int = 12, embedding: str = "raw") -> Frame:
     """One explorer frame (pure): a freshly initialised model's per-layer gradient norm and
-    residual-stream RMS for one norm placement and depth (:func:`llmviz.analysis.depth_profiles`)."""
+    residual-stream RMS for one norm placement and depth (:func:`llmviz.analysis.depth_profiles`).
+
+    ``embedding="raw"`` feeds the 0.02-std token embedding to block 0 as GPT-2 does;
+    ``"x sqrt(C)"`` multiplies it by sqrt(C) first, as the original Transformer did.
+    """
+    check_choice(embedding, "embedding", _EMBEDDINGS)
     with torch.random.fork_rng():  # seed a copy of the RNG: the caller's state is untouched
         torch.manual_seed(0)
         cfg = ModelConfig(d_model=32, n_heads=4, n_layers=n_layers, max_seq_len=32,
-                          placement=placement, norm="layer", ffn="mlp", bias=True)
+                          placement=placement, norm="layer", ffn="mlp", bias=True,
+                          embed_scale=embedding != "raw")
         model = DecoderLM(cfg)
         ids = torch.randint(0, cfg.vocab_size, (2, 16), generator=torch.Generator().manual_seed(1))
         prof = depth_profiles(model, ids)
@@ -169,29 +194,37 @@ def placement_frame(placement: str = "pre", n_layers: int = 12) -> Frame:
         go.Scatter(x=layers, y=prof["residual_rms"], mode="lines+markers", name="residual RMS",
                    line={"color": color, "dash": "dot"}, xaxis="x2", yaxis="y2"),
     ]
-    ratio = prof["grad_norm"][0] / prof["grad_norm"][-1]
+    grads = prof["grad_norm"]
     return Frame(traces=traces, layout={
-        "title.text": f"{placement}-norm, {n_layers} layers: gradient norm first/last layer = {ratio:.2g}"})
+        "title.text": (f"{placement}-norm, {n_layers} layers, embedding {embedding}: largest / "
+                       f"smallest block gradient = {max(grads) / min(grads):.2g}")})
 
 
 def placement_explorer() -> Explorer:
-    """Norm placement x depth -> per-layer gradient norm and residual-stream RMS at initialisation.
+    """Norm placement x depth x embedding scale -> per-layer gradient norm and residual-stream
+    RMS at initialisation.
 
     The model is a byte-level :class:`~llmviz.model.DecoderLM` (C = 32, 4 heads, LayerNorm,
-    GELU MLP) on random tokens; each frame is one forward and backward pass.
+    GELU MLP) on random tokens; each frame is one forward and backward pass. Both y axes are
+    logarithmic and fixed over the whole grid (``_GRAD_RANGE``, ``_RMS_RANGE``, checked by the
+    tests to contain every frame's values): the pre-norm stream at the embedding's scale
+    (about 0.02) and the sandwich's large gradients are both in view.
     """
     return Explorer(
         placement_frame,
         [
             Control("placement", ("post", "pre", "sandwich", "deepnorm"), default="pre", label="placement"),
             Control("n_layers", (4, 8, 16, 24), default=8, label="layers"),
+            Control("embedding", _EMBEDDINGS, default="raw", label="embedding"),
         ],
         title="Gradient norm and residual growth at initialisation",
         layout={
             "xaxis": {"domain": [0.0, 0.45], "title": {"text": "layer"}, "range": [-0.5, 23.5]},
-            "yaxis": {"type": "log", "range": [-4, 1], "title": {"text": "gradient norm of the block"}},
+            "yaxis": {"type": "log", "range": list(_GRAD_RANGE),
+                      "title": {"text": "gradient norm of the block (log)"}},
             "xaxis2": {"domain": [0.55, 1.0], "title": {"text": "layer"}, "range": [-0.5, 23.5]},
-            "yaxis2": {"anchor": "x2", "type": "log", "range": [-1, 1.5], "title": {"text": "RMS of the residual stream"}},
+            "yaxis2": {"anchor": "x2", "type": "log", "range": list(_RMS_RANGE),
+                       "title": {"text": "RMS of the residual stream (log)"}},
             "showlegend": True,
         },
     )

@@ -35,6 +35,26 @@ def test_norm_explorer_frames():
     assert len(spec["ranges"]) == len(ex.grid())
 
 
+@pytest.mark.parametrize("kind", ["LayerNorm", "RMSNorm", "BatchNorm"])
+@pytest.mark.parametrize("eps", [1e-6, 1e-1])
+def test_norm_explorer_histograms_clip_nothing(kind, eps):
+    """Every value after the norm lands in a bin, and the x-axis range shows every bin."""
+    from llmviz.explore.norms import _activations, _normalise, _C, _OUTLIER_FEATURE
+
+    for outlier in (0.0, 100.0):
+        frame = norm_explorer().frame(kind=kind, eps=eps, outlier=outlier)
+        x, carriers = _activations(outlier)
+        y = _normalise(kind, x, eps)
+        others = torch.ones(_C, dtype=torch.bool)
+        others[_OUTLIER_FEATURE] = False
+        plain, carrier = frame.traces[1], frame.traces[2]
+        assert sum(plain.y) == int((~carriers).sum()) * (_C - 1)  # every value counted
+        assert sum(carrier.y) == int(carriers.sum()) * (_C - 1)
+        lo, hi = frame.layout["xaxis2.range"]
+        extreme = float(y[0][:, others].abs().max())
+        assert lo <= -extreme and hi >= extreme  # the axis reaches the largest |value|
+
+
 def test_placement_explorer_draws_depth_profiles():
     ex = placement_explorer()
     frames = [ex.frame(placement=p, n_layers=4) for p in ("post", "pre")]
@@ -51,6 +71,27 @@ def test_placement_explorer_draws_depth_profiles():
         prof = depth_profiles(model, ids)
     assert list(again.traces[0].y) == pytest.approx(prof["grad_norm"])
     assert list(again.traces[1].y) == pytest.approx(prof["residual_rms"])
+
+
+def test_placement_explorer_axes_show_every_frame():
+    """The fixed log axes hold every frame of the grid: no point is drawn off the axis."""
+    from llmviz.explore.norms import _GRAD_RANGE, _RMS_RANGE
+
+    ex = placement_explorer()
+    layout = ex.static_figure()[0].layout
+    assert layout.yaxis.type == "log" and layout.yaxis2.type == "log"
+    for params in ex.grid():
+        grads, rms = (np.log10(np.asarray(t.y)) for t in ex.frame(**params).traces)
+        assert _GRAD_RANGE[0] <= grads.min() and grads.max() <= _GRAD_RANGE[1], params
+        assert _RMS_RANGE[0] <= rms.min() and rms.max() <= _RMS_RANGE[1], params
+
+
+def test_placement_explorer_embedding_scale_changes_block0_input():
+    raw = placement_frame("pre", 4, "raw").traces[1].y
+    scaled = placement_frame("pre", 4, "x sqrt(C)").traces[1].y
+    assert scaled[0] > 3 * raw[0]  # the pre-norm stream starts at the embedding's scale
+    with pytest.raises(ValueError, match="embedding"):
+        placement_frame("pre", 4, "sqrt")
 
 
 def test_placement_explorer_leaves_global_rng_alone():
