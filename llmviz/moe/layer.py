@@ -36,6 +36,29 @@ from .router import Router, Routing
 __all__ = ["Experts", "MoELayer", "MoEInfo", "fine_grained"]
 
 
+#: On the CPU the per-expert loop wins once experts get many rows: measured (torch 2.13, one
+#: thread, C=256, F=512, 8 experts, forward + backward) grouped_mm took 0.4x the loop's time at
+#: 8 rows per expert, about the same at 256, and 1.1x at 1024. Below this many rows per expert
+#: (on average) the CPU path uses grouped_mm.
+CPU_GROUPED_MAX_ROWS = 512
+
+
+def _grouped_mm_ok(rows: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Whether to run the experts with ``F.grouped_mm``: it exists, an Ampere or newer GPU or the
+    CPU (16-byte aligned data, fewer than :data:`CPU_GROUPED_MAX_ROWS` rows per expert),
+    float32/bfloat16/float16 (not float64), not while compiling."""
+    if not hasattr(F, "grouped_mm") or rows.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        return False
+    if torch.compiler.is_compiling() or rows.dtype != weight.dtype or rows.shape[0] == 0:
+        return False
+    if rows.device.type == "cuda":
+        return torch.cuda.get_device_capability(rows.device) >= (8, 0)
+    if rows.device.type == "cpu":
+        few_rows = rows.shape[0] < CPU_GROUPED_MAX_ROWS * weight.shape[0]
+        return few_rows and rows.data_ptr() % 16 == 0 and weight.data_ptr() % 16 == 0
+    return False
+
+
 class Experts(nn.Module):
     """E gated MLPs held as two stacked tensors (one matmul per expert, no module per expert).
 
@@ -67,8 +90,24 @@ class Experts(nn.Module):
         return [lambda x, e=e: self.expert(e, x) for e in range(self.n_experts)]
 
     def forward(self, rows: torch.Tensor, counts: list[int]) -> torch.Tensor:
-        """Rows grouped by expert, ``(M, C)``, with ``counts[e]`` rows for expert e -> ``(M, C)``."""
-        outs = [self.expert(e, block) for e, block in enumerate(rows.split(counts)) if block.shape[0]]
+        """Rows grouped by expert, ``(M, C)``, with ``counts[e]`` rows for expert e -> ``(M, C)``.
+
+        ``grouped_mm`` (one kernel for all experts) where torch has it for this dtype and
+        device; otherwise a loop over the experts. The weights are taken apart with ``unbind``
+        (one view each, one gradient buffer in the backward) rather than indexed per expert,
+        which would allocate a full-size zero gradient for every expert.
+        """
+        if _grouped_mm_ok(rows, self.gate_up_proj):
+            offsets = torch.tensor(counts, device=rows.device).cumsum(0).to(torch.int32)  # (E,)
+            h = F.grouped_mm(rows, self.gate_up_proj.transpose(1, 2), offs=offsets)  # (M, 2F)
+            gate, up = h.chunk(2, dim=-1)
+            return F.grouped_mm(self.act(gate) * up, self.down_proj.transpose(1, 2), offs=offsets)
+        gate_ups, downs = self.gate_up_proj.unbind(0), self.down_proj.unbind(0)
+        outs = []
+        for e, block in enumerate(rows.split(counts)):
+            if block.shape[0]:
+                gate, up = F.linear(block, gate_ups[e]).chunk(2, dim=-1)  # (M_e, F) each
+                outs.append(F.linear(self.act(gate) * up, downs[e]))  # (M_e, C)
         return torch.cat(outs) if outs else rows.new_zeros(0, self.d_model)
 
     def extra_repr(self) -> str:

@@ -136,3 +136,25 @@ def test_fine_grained_keeps_total_and_active_parameters():
     fine = MoELayer(16, cfg["n_experts"], cfg["top_k"], cfg["d_expert"]).parameter_counts()
     assert fine["total"] - fine["router"] == base["total"] - base["router"]  # expert weights
     assert fine["active"] - fine["router"] == base["active"] - base["router"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_grouped_mm_path_equals_expert_loop(dtype, device, monkeypatch):
+    import llmviz.moe.layer as moe_layer
+
+    torch.manual_seed(0)
+    layer = MoELayer(16, 4, 2, 8, n_shared=1).to(device=device, dtype=dtype)
+    x = torch.randn(40, 16, device=device, dtype=dtype, requires_grad=True)
+    results = []
+    for use_grouped in (True, False):
+        if use_grouped and not moe_layer._grouped_mm_ok(x, layer.experts.gate_up_proj):
+            pytest.skip("torch.nn.functional.grouped_mm does not run here")
+        monkeypatch.setattr(moe_layer, "_grouped_mm_ok", lambda r, w, g=use_grouped: g)
+        layer.zero_grad(set_to_none=True)
+        x.grad = None
+        out = layer(x)
+        out.pow(2).sum().backward()
+        results.append((out.detach(), x.grad.clone(), layer.experts.gate_up_proj.grad.clone()))
+    tol = dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else dict(rtol=1e-5, atol=1e-5)
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, **tol)
