@@ -16,7 +16,8 @@ True
 6738415616
 
 Supported families (:data:`SUPPORTED`): llama, mistral, qwen2, qwen3, gemma, gemma2,
-gemma3_text, olmo2, phi3, gpt2. Refused by name (:data:`REFUSED`): mixture-of-experts, latent
+gemma3_text, olmo2, phi3, gpt2, smollm3 (NoPE layers). Refused by name (:data:`REFUSED`):
+mixture-of-experts, latent
 attention, sinks, NoPE and linear-attention families, until llmviz has those components.
 Single layers of some of them map onto llmviz modules already (:mod:`.layers`).
 """

@@ -27,7 +27,6 @@ REFUSED = {
     "deepseek_v3": "multi-head latent attention and a mixture of routed and shared experts",
     "deepseek_v2": "multi-head latent attention and a mixture of routed and shared experts",
     "gpt_oss": "attention sinks and a mixture-of-experts feed-forward",
-    "smollm3": "NoPE layers (no rotary embedding on every fourth layer)",
     "qwen3_next": "gated linear-attention (DeltaNet) layers and a mixture of experts",
     "gemma3": "a vision-language model; load its text part (Gemma3ForCausalLM, model_type "
               "'gemma3_text') instead",
@@ -234,8 +233,21 @@ def _gpt2(c: Any) -> dict[str, Any]:
     )
 
 
+def _smollm3(c: Any) -> dict[str, Any]:
+    """Llama's layout with NoPE layers: ``no_rope_layers[i]`` is 1 where layer i rotates."""
+    f = _llama(c)
+    flags = list(getattr(c, "no_rope_layers", None) or [1] * c.num_hidden_layers)
+    if len(flags) != c.num_hidden_layers:
+        raise ValueError(f"smollm3: no_rope_layers has {len(flags)} entries for "
+                         f"{c.num_hidden_layers} layers")
+    nope = tuple(i for i, use_rope in enumerate(flags) if not use_rope)
+    f["nope_layers"] = nope or None
+    return f
+
+
 #: model_type -> reader returning ModelConfig fields.
 SUPPORTED: dict[str, Callable[[Any], dict[str, Any]]] = {
     "llama": _llama, "mistral": _mistral, "qwen2": _qwen2, "qwen3": _qwen3, "gemma": _gemma,
     "gemma2": _gemma2, "gemma3_text": _gemma3_text, "olmo2": _olmo2, "phi3": _phi3, "gpt2": _gpt2,
+    "smollm3": _smollm3,
 }

@@ -54,6 +54,7 @@ class ModelConfig:
     rope_layout: str = "half"  # "half" (GPT-NeoX/Llama, rotate-half) or "interleaved" (GPT-J)
     rotary_dim: int | None = None  # partial rotary: rotate only the first rotary_dim dims of a head
     local_rope_base: float | None = None  # RoPE base of sliding-window layers (Gemma 3: 1e4, global 1e6); None -> rope_base
+    nope_layers: tuple[int, ...] | None = None  # layers with no RoPE at all (SmolLM3: every 4th, Llama 4)
     # --- normalisation ------------------------------------------------------------------------
     norm: str = "rms"  # one of llmviz.norm.MODEL_NORMS ("rms_gemma" scales by 1 + weight; "layer_nobias": PaLM, OLMo)
     norm_eps: float = 1e-5  # epsilon inside the square root
@@ -169,6 +170,16 @@ class ModelConfig:
                     f"local_rope_base ({self.local_rope_base}) only applies to position='rope', "
                     f"got position={self.position!r}"
                 )
+        if self.nope_layers is not None:
+            if self.position != "rope":
+                raise ValueError(f"nope_layers ({self.nope_layers!r}) only applies to position='rope' "
+                                 f"(the layers without rotation); got position={self.position!r}")
+            layers = tuple(self.nope_layers)
+            bad = [i for i in layers if isinstance(i, bool) or not isinstance(i, int)
+                   or not 0 <= i < self.n_layers]
+            if bad:
+                raise ValueError(f"nope_layers must hold layer indices in [0, {self.n_layers}); got {bad}")
+            object.__setattr__(self, "nope_layers", tuple(sorted(set(layers))))
         if self.layer_windows is not None:
             if self.sliding_window is not None or self.global_every is not None:
                 raise ValueError(

@@ -105,6 +105,8 @@ class DecoderLM(nn.Module):
 
     @staticmethod
     def _rope_for(c: ModelConfig, i: int, rope: nn.Module | None, local_rope: nn.Module | None):
+        if c.nope_layers is not None and i in c.nope_layers:
+            return None  # a NoPE layer: position only through the causal mask
         return local_rope if local_rope is not None and c.window_for(i) is not None else rope
 
     @staticmethod

@@ -43,6 +43,9 @@ FAMILIES = {
              dict(sliding_window=7, rope_parameters={"rope_type": "default", "rope_theta": 1e4,
                                                      "partial_rotary_factor": 0.5})),
     "gpt2": ("GPT2Config", "GPT2LMHeadModel", {}),
+    "smollm3": ("SmolLM3Config", "SmolLM3ForCausalLM",
+                dict(num_hidden_layers=4, no_rope_layer_interval=2,
+                     rope_parameters={"rope_type": "default", "rope_theta": 2e6})),
 }
 
 

@@ -59,6 +59,8 @@ def test_features_are_represented(make_hf):
     c = config_from_hf(make_hf("phi3").config)
     assert (c.rotary_dim, c.layer_windows) == (8, (7, 7))
     assert config_from_hf(make_hf("llama").config).rope_base == 500000.0
+    c = config_from_hf(make_hf("smollm3").config)  # a NoPE layer every second layer here
+    assert (c.nope_layers, c.rope_base) == ((1, 3), 2e6)
 
 
 @pytest.mark.parametrize(
