@@ -17,8 +17,8 @@ True
 
 Supported families (:data:`SUPPORTED`): llama, mistral, qwen2, qwen3, gemma, gemma2,
 gemma3_text, olmo2, phi3, gpt2, smollm3 (NoPE layers). Refused by name (:data:`REFUSED`):
-mixture-of-experts, latent
-attention, sinks, NoPE and linear-attention families, until llmviz has those components.
+mixture-of-experts, latent attention, sinks and linear-attention families, until the model
+holds those components.
 Single layers of some of them map onto llmviz modules already (:mod:`.layers`).
 """
 
