@@ -231,7 +231,7 @@ def plot_stability_map(
     loss: Any, *, rows: Sequence[Any], cols: Sequence[Any], ax=None,
     row_label: str = "peak learning rate", col_label: str = "warmup steps",
     diverged: Any = None, vmin: float | None = None, vmax: float | None = None,
-    title: str | None = None, value_label: str = "final loss",
+    title: str | None = None, value_label: str = "final loss", labels: Any = None,
 ):
     """Heatmap of one number per training run (final loss, worst loss spike, ...) over a grid
     of two hyper-parameters; diverged runs (NaN/inf or flagged in ``diverged``) are hatched and
@@ -244,6 +244,8 @@ def plot_stability_map(
         rows, cols: the grid values (tick labels).
         diverged: optional bool array of the same shape.
         value_label: what the values are (colour-bar label).
+        labels: optional ``(len(rows), len(cols))`` texts written in the cells instead of the
+            values (e.g. a mean over seeds with its interval); diverged cells keep "div".
 
     Returns:
         The Axes (its first image is the heatmap).
@@ -253,6 +255,10 @@ def plot_stability_map(
     if L.shape != (len(rows), len(cols)):
         raise ValueError(f"loss has shape {L.shape}, expected (len(rows), len(cols)) = "
                          f"({len(rows)}, {len(cols)})")
+    if labels is not None:
+        labels = np.asarray(labels, dtype=object)
+        if labels.shape != L.shape:
+            raise ValueError(f"labels has shape {labels.shape}, expected the shape of loss {L.shape}")
     bad = ~np.isfinite(L) if diverged is None else (np.asarray(diverged, bool) | ~np.isfinite(L))
     shown = np.ma.masked_where(bad, L)
     im = ax.imshow(shown, cmap=SEQUENTIAL, vmin=vmin, vmax=vmax, aspect="auto", origin="lower")
@@ -264,7 +270,8 @@ def plot_stability_map(
     hi = np.nanmax(L[~bad]) if vmax is None and (~bad).any() else (vmax or 1.0)
     for r, c in zip(*np.nonzero(~bad)):
         light = (L[r, c] - lo) / max(hi - lo, 1e-12) > 0.6  # viridis is light at the top
-        ax.text(c, r, f"{L[r, c]:.2f}", ha="center", va="center", fontsize=7,
+        text = f"{L[r, c]:.2f}" if labels is None else str(labels[r, c])
+        ax.text(c, r, text, ha="center", va="center", fontsize=7,
                 color="black" if light else "white")
     ax.set_xticks(range(len(cols)), [str(c) for c in cols])
     ax.set_yticks(range(len(rows)), [f"{r:g}" if isinstance(r, float) else str(r) for r in rows])

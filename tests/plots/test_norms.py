@@ -68,6 +68,12 @@ def test_depth_profile_and_stability_map():
     assert sum(t.get_text() == "div" for t in ax.texts) == 1
     with pytest.raises(ValueError, match=r"expected \(len\(rows\), len\(cols\)\) = \(3, 2\)"):
         plot_stability_map(loss, rows=[1, 2, 3], cols=[0, 1])
+    texts = [["a", "b"], ["c", "d"]]
+    ax = plot_stability_map(loss, rows=["post", "pre"], cols=["x", "y"], labels=texts)
+    shown = sorted(t.get_text() for t in ax.texts)
+    assert shown == ["a", "b", "d", "div"]  # the diverged cell keeps its mark
+    with pytest.raises(ValueError, match=r"labels has shape \(1, 2\)"):
+        plot_stability_map(loss, rows=[1, 2], cols=[0, 1], labels=[["a", "b"]])
 
 
 def test_activation_plot_has_curves_and_derivatives():
