@@ -251,8 +251,22 @@ class MultiHeadLatentAttention(nn.Module):
         q_lat = torch.einsum("bhtd,hdr->bhtr", q_nope, w_uk)  # (B, H, T, r)
         q = torch.cat((q_lat, q_rope), dim=-1)  # (B, H, T, r+dr)
         k = torch.cat((c, k_rope), dim=-1)[:, None]  # (B, 1, S, r+dr): one "kv head" for all H
-        o_lat, weights = self._sdpa(q, k, c[:, None], mask, return_weights)  # (B, H, T, r)
+        B, H, T, _ = q.shape
+        if T == 1 and mask is None:
+            # a decode step: the H query heads are H rows against the one latent "head", two
+            # plain matmuls over the cache (no per-head copy of it, no (T, S) mask: the newest
+            # query sees every key)
+            o_lat, weights = self._sdpa_rows(q.view(B, 1, H, -1), k, c[:, None], return_weights)
+            o_lat = o_lat.view(B, H, 1, -1)
+            weights = None if weights is None else weights.view(B, H, 1, -1)
+        else:
+            o_lat, weights = self._sdpa(q, k, c[:, None], mask, return_weights)  # (B, H, T, r)
         return torch.einsum("bhtr,hvr->bhtv", o_lat, w_uv), weights  # (B, H, T, dv)
+
+    def _sdpa_rows(self, q, k, v, return_weights):
+        result = scaled_dot_product_attention(q, k, v, scale=self.scale, fused=False,
+                                              return_weights=return_weights)
+        return result if return_weights else (result, None)
 
     def extra_repr(self) -> str:
         q = f"q_lora_rank={self.q_lora_rank}, " if self.q_lora_rank else ""
