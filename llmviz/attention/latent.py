@@ -36,6 +36,8 @@ Parameter names are Hugging Face ``DeepseekV3Attention``'s, so its state dict lo
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
@@ -46,7 +48,7 @@ from ..position.rope_scaling import RopeScaling
 from ..position.rotary import RotaryEmbedding
 from .functional import scaled_dot_product_attention
 
-__all__ = ["LatentCache", "MultiHeadLatentAttention"]
+__all__ = ["LatentCache", "MultiHeadLatentAttention", "default_scale"]
 
 
 class LatentCache:
@@ -105,6 +107,20 @@ class LatentCache:
         return f"LatentCache(layers={len(self)}, length={self.length()}, nbytes={self.nbytes()})"
 
 
+def default_scale(qk_head_dim: int, rope_scaling: RopeScaling | None = None) -> float:
+    """DeepSeek's score scale: ``1 / sqrt(dn + dr)``, and with a scaled RoPE that sets
+    ``mscale_all_dim`` (DeepSeek-V3's YaRN), times ``m ** 2`` with
+    ``m = 0.1 * mscale_all_dim * ln(factor) + 1`` (1 when ``factor <= 1``), as Hugging Face's
+    ``yarn_apply_mscale``: longer contexts get slightly sharper attention."""
+    check_positive_int(qk_head_dim, "qk_head_dim")
+    scale = qk_head_dim**-0.5
+    m_all = getattr(rope_scaling, "mscale_all_dim", None)
+    if rope_scaling is not None and m_all and rope_scaling.factor > 1:
+        m = 0.1 * m_all * math.log(rope_scaling.factor) + 1.0
+        scale *= m * m
+    return scale
+
+
 class MultiHeadLatentAttention(nn.Module):
     """DeepSeek's multi-head latent attention, naive and absorbed.
 
@@ -119,8 +135,8 @@ class MultiHeadLatentAttention(nn.Module):
             ``q_proj`` (DeepSeek-V2-Lite).
         rope_base, rope_layout, rope_scaling: RoPE of the dr features (``"interleaved"`` is
             DeepSeek's layout, ``"half"`` the rotate-half one).
-        scale: score multiplier, default ``1 / sqrt(dn + dr)`` (DeepSeek's YaRN checkpoints
-            multiply it by ``mscale ** 2``: pass the product).
+        scale: score multiplier, default :func:`default_scale` (``1 / sqrt(dn + dr)``, times
+            DeepSeek's YaRN correction when ``rope_scaling`` sets ``mscale_all_dim``).
         bias: biases on ``q_a_proj``, ``kv_a_proj_with_mqa`` and ``o_proj`` (HF
             ``attention_bias``; ``q_proj``, ``q_b_proj`` and ``kv_b_proj`` never have one).
         norm_eps: epsilon of the two latent RMSNorms (1e-6 in DeepSeek's code).
@@ -156,7 +172,7 @@ class MultiHeadLatentAttention(nn.Module):
         self.d_model, self.n_heads, self.kv_lora_rank, self.q_lora_rank = d_model, H, r, q_lora_rank
         self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim = dn, dr, dv
         self.qk_head_dim = dn + dr
-        self.scale = float(scale) if scale is not None else self.qk_head_dim**-0.5
+        self.scale = float(scale) if scale is not None else default_scale(dn + dr, rope_scaling)
         self.causal = causal
         if q_lora_rank is None:
             self.q_proj = nn.Linear(d_model, H * (dn + dr), bias=False)

@@ -98,7 +98,7 @@ def test_dtypes_and_devices(dtype, device):
 transformers = pytest.importorskip("transformers")
 
 
-def _hf_attention(q_lora_rank, interleave: bool, bias: bool = False):
+def _hf_attention(q_lora_rank, interleave: bool, bias: bool = False, rope_parameters=None):
     from transformers.models.deepseek_v3.modeling_deepseek_v3 import (
         DeepseekV3Attention,
         DeepseekV3Config,
@@ -107,7 +107,8 @@ def _hf_attention(q_lora_rank, interleave: bool, bias: bool = False):
 
     cfg = DeepseekV3Config(hidden_size=32, num_attention_heads=4, num_key_value_heads=4,
                            q_lora_rank=q_lora_rank, rope_interleave=interleave,
-                           attention_bias=bias, attn_implementation="eager", **DIMS)
+                           attention_bias=bias, attn_implementation="eager",
+                           rope_parameters=rope_parameters, max_position_embeddings=256, **DIMS)
     torch.manual_seed(5)
     attn = DeepseekV3Attention(cfg, layer_idx=0).eval()
     with torch.no_grad():
@@ -133,6 +134,28 @@ def test_matches_hf_deepseek_v3_attention(q_lora_rank, interleave, absorbed, gen
         want, _ = hf(x, position_embeddings=rotary(x, pos), attention_mask=causal)
         got = ours(x, absorbed=absorbed)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_matches_hf_with_deepseek_yarn(gen):
+    """DeepSeek-V3's YaRN: scaled frequencies, cos/sin factor, and the mscale_all_dim score scale."""
+    from llmviz.position import RopeScaling
+
+    params = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 8.0,
+              "original_max_position_embeddings": 32, "mscale": 0.707, "mscale_all_dim": 0.707,
+              "beta_fast": 32, "beta_slow": 1}
+    cfg, hf, rotary = _hf_attention(12, True, rope_parameters=params)
+    scaling = RopeScaling.from_hf(cfg)
+    ours = MultiHeadLatentAttention(32, 4, q_lora_rank=12, rope_scaling=scaling, **DIMS)
+    ours.load_state_dict(hf.state_dict())
+    assert ours.scale == pytest.approx(hf.scaling) and ours.scale != pytest.approx(12**-0.5)
+    B, T = 1, 40
+    x = torch.randn(B, T, 32, generator=gen)
+    pos = torch.arange(T)[None]
+    causal = torch.full((T, T), float("-inf")).triu(1)[None, None]
+    with torch.no_grad():
+        want, _ = hf(x, position_embeddings=rotary(x, pos), attention_mask=causal)
+        for absorbed in (False, True):
+            torch.testing.assert_close(ours(x, absorbed=absorbed), want, rtol=1e-5, atol=1e-5)
 
 
 def test_latent_cache_holds_what_hf_caches(gen):
