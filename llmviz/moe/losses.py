@@ -14,10 +14,16 @@ expert ``i`` over the tokens,
 * ``"assignments"`` (default, the Switch form generalised to k): ``f_i`` = share of the N*k
   assignments, so ``sum_i f_i = 1``. Perfectly uniform routing (``f_i = P_i = 1/E``) gives
   exactly **1**, and so does any routing whose choices are spread evenly (``f_i = 1/E``),
-  whatever ``P`` is; concentrated routing gives more (up to E).
+  whatever ``P`` is; routing collapsed onto one expert gives up to E.
 * ``"tokens"`` (Hugging Face ``load_balancing_loss_func`` for Mixtral, Qwen3-MoE): ``f_i`` =
   share of the N tokens that chose expert ``i``, so ``sum_i f_i = k`` and uniform routing gives
   **k**. The trainers of those models multiply it by ``router_aux_loss_coef`` (0.001-0.02).
+
+In what sense 1 is the minimum: the loss is a differentiable stand-in for ``E * sum_i f_i^2``
+(``P`` standing in for the non-differentiable ``f``), and when ``P = f`` the Cauchy-Schwarz
+inequality gives ``E * sum_i f_i^2 >= 1``, with equality only for uniform ``f``. It is not a
+bound on every batch: ``P`` and ``f`` can disagree (with k > 1, ``f`` counts a token's weak
+picks as fully as its strong one), and a small batch can score below 1; the tests show one.
 
 **Router z-loss** (Zoph et al. 2022, "ST-MoE", eq. 5): ``mean_t (logsumexp_i logits_ti)^2``,
 which keeps router logits small (large ones make the softmax brittle in low precision). It is the
@@ -85,8 +91,8 @@ def load_balancing_loss(
             softmax, or sigmoid scores divided by their sum). Gradients flow through these.
         indices: ``(N, k)`` the chosen experts (no gradient).
         mask: optional ``(N,)`` or ``(B, T)`` bool, True = the token counts.
-        form: ``"assignments"`` (minimum value 1 at uniform routing) or ``"tokens"`` (HF's
-            Mixtral/Qwen3-MoE value, k times larger).
+        form: ``"assignments"`` (1 at uniform routing) or ``"tokens"`` (HF's
+            Mixtral/Qwen3-MoE value, k times larger: k at uniform routing).
 
     To pool several layers, concatenate their rows (``torch.cat`` over layers), as Hugging
     Face does with its tuple of per-layer logits.

@@ -75,3 +75,35 @@ def test_router_z_loss_value(gen):
     # logits all equal to -log E put log Z at 0: the z-loss minimum
     flat = torch.full((3, 5), -torch.log(torch.tensor(5.0)).item())
     torch.testing.assert_close(router_z_loss(flat), torch.tensor(0.0), atol=1e-12, rtol=0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(E=st.integers(1, 12), seed=st.integers(0, 10_000), uniform=st.booleans())
+def test_with_probs_equal_to_fractions_one_is_the_minimum(E, seed, uniform):
+    """P = f turns the loss into E * sum f_i^2 >= 1 (Cauchy-Schwarz), equal only when uniform."""
+    g = torch.Generator().manual_seed(seed)
+    counts = torch.ones(E) if uniform else torch.randint(0, 5, (E,), generator=g).float()
+    if counts.sum() == 0:
+        counts[0] = 1.0
+    indices = torch.repeat_interleave(torch.arange(E), counts.long())[:, None]  # (N, 1)
+    f = counts / counts.sum()
+    probs = f.expand(indices.shape[0], E)  # every token's P equals the dispatch shares
+    loss = load_balancing_loss(probs, indices)
+    assert loss >= 1 - 1e-6
+    if uniform:
+        torch.testing.assert_close(loss, torch.tensor(1.0))
+    elif not torch.allclose(f, torch.full((E,), 1.0 / E)):
+        assert loss > 1 + 1e-6
+
+
+def test_a_batch_can_score_below_one():
+    """Not a bound per batch: both tokens take expert 1 as a weak second pick, so f calls it the
+    busiest expert (1/2 of the picks) while its probability is near 0: E * sum f P is about 3/4."""
+    logits = torch.tensor([[-1.3, -1.2, 6.1], [7.1, -0.2, -3.1]])
+    r = route(logits, 2)
+    assert r.indices[:, 1].tolist() == [1, 1]  # the weak picks
+    f = expert_fractions(r.indices, 3)
+    torch.testing.assert_close(f, torch.tensor([0.25, 0.5, 0.25]))
+    loss = load_balancing_loss(r.probs, r.indices)
+    torch.testing.assert_close(loss, 3 * (f * r.probs.mean(0)).sum())
+    assert 0.7 < loss < 0.8
