@@ -31,7 +31,8 @@ from typing import Callable
 
 import torch
 
-from .._checks import check_positive, check_tensor
+from .._checks import check_positive, check_positive_int, check_tensor
+from ._checks import check_indices
 
 __all__ = ["DispatchPlan", "expert_capacity", "plan_dispatch", "combine", "dense_forward"]
 
@@ -65,6 +66,9 @@ class DispatchPlan:
 
 def expert_capacity(n_tokens: int, top_k: int, n_experts: int, factor: float) -> int:
     """Rows one expert may take: ``ceil(factor * N * k / E)`` (factor 1: a perfectly even share)."""
+    check_positive_int(n_tokens, "n_tokens", allow_zero=True)
+    check_positive_int(top_k, "top_k")
+    check_positive_int(n_experts, "n_experts")
     check_positive(factor, "capacity_factor")
     return max(1, math.ceil(factor * n_tokens * top_k / n_experts))
 
@@ -80,15 +84,17 @@ def plan_dispatch(indices: torch.Tensor, n_experts: int, *, capacity: int | None
     Returns:
         A :class:`DispatchPlan`. One host read (the E block sizes), needed to split the rows.
     """
-    check_tensor(indices, "indices", ndim=2)
-    if indices.is_floating_point():
-        raise TypeError(f"indices must be integer expert ids, got dtype {indices.dtype}")
+    check_indices(indices)
+    check_positive_int(n_experts, "n_experts")
+    if capacity is not None:
+        check_positive_int(capacity, "capacity")
     N, k = indices.shape
     M = N * k
     flat = indices.reshape(-1)  # (M,) expert of assignment token*k + slot
+    if M and (flat.min() < 0 or flat.max() >= n_experts):
+        raise ValueError(f"indices hold expert ids outside [0, n_experts={n_experts}): "
+                         f"min {int(flat.min())}, max {int(flat.max())}")
     load = torch.bincount(flat, minlength=n_experts)  # (E,)
-    if load.numel() != n_experts:
-        raise ValueError(f"indices hold expert ids >= n_experts ({n_experts})")
     ids = torch.arange(M, device=indices.device)
     priority = (ids % k) * N + ids // k  # rank-major: all first choices, then all second ...
     order = torch.argsort(flat * M + priority)  # (M,) grouped by expert, priority inside
@@ -115,6 +121,14 @@ def combine(
 
     ``weights`` is the ``(N, k)`` routing weights; a dropped assignment adds nothing.
     """
+    if not isinstance(plan, DispatchPlan):
+        raise TypeError(f"plan must be a DispatchPlan (from plan_dispatch), got {type(plan).__name__}")
+    check_tensor(rows, "rows", ndim=2, floating=True)
+    check_tensor(weights, "weights", ndim=2, floating=True)
+    check_positive_int(n_tokens, "n_tokens", allow_zero=True)
+    if rows.shape[0] != plan.assignment.shape[0] or weights.shape != plan.kept.shape:
+        raise ValueError(f"rows {tuple(rows.shape)} and weights {tuple(weights.shape)} do not fit "
+                         f"the plan: {plan.assignment.shape[0]} rows and (N, k) = {tuple(plan.kept.shape)}")
     w = weights.reshape(-1)[plan.assignment].to(rows.dtype)  # (M,)
     out = rows.new_zeros(n_tokens, rows.shape[-1])  # (N, C)
     return out.index_add(0, plan.tokens, rows * w[:, None])

@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import torch
 
-from .._checks import check_choice, check_tensor
+from .._checks import check_choice, check_positive_int, check_tensor
+from ._checks import check_indices
 from ..training.losses import z_loss
 
 __all__ = ["BALANCE_FORMS", "load_balancing_loss", "router_z_loss", "expert_fractions"]
@@ -66,7 +67,8 @@ def expert_fractions(
         mask: optional ``(N,)`` or ``(B, T)`` bool, True = the token counts (padding excluded).
         form: ``"assignments"`` (sums to 1) or ``"tokens"`` (sums to k).
     """
-    check_tensor(indices, "indices", ndim=2)
+    check_indices(indices)
+    check_positive_int(n_experts, "n_experts")
     check_choice(form, "form", BALANCE_FORMS)
     N, k = indices.shape
     keep = _check_token_mask(mask, N)
@@ -98,7 +100,7 @@ def load_balancing_loss(
     Face does with its tuple of per-layer logits.
     """
     check_tensor(probs, "probs", ndim=2, floating=True)
-    check_tensor(indices, "indices", ndim=2)
+    check_indices(indices)
     if probs.shape[0] != indices.shape[0]:
         raise ValueError(f"probs {tuple(probs.shape)} and indices {tuple(indices.shape)} must share N")
     N, E = probs.shape

@@ -9,6 +9,7 @@ from llmviz.moe import (
     MoELayer,
     Router,
     balance_bias_update,
+    combine,
     expert_capacity,
     fine_grained,
     load_balancing_loss,
@@ -72,8 +73,19 @@ def test_route_errors():
 def test_dispatch_and_capacity_errors():
     with pytest.raises(TypeError, match="integer expert ids"):
         plan_dispatch(torch.zeros(3, 2), 4)
-    with pytest.raises(ValueError, match=r"expert ids >= n_experts \(2\)"):
+    with pytest.raises(TypeError, match="integer expert ids"):
+        plan_dispatch(torch.ones(3, 2, dtype=torch.bool), 4)
+    with pytest.raises(ValueError, match=r"outside \[0, n_experts=2\): min 0, max 3"):
         plan_dispatch(torch.tensor([[0, 3]]), 2)
+    with pytest.raises(ValueError, match="min -1"):
+        plan_dispatch(torch.tensor([[-1, 0]]), 2)
+    plan = plan_dispatch(torch.tensor([[0, 1]]), 2)
+    with pytest.raises(TypeError, match="plan must be a DispatchPlan"):
+        combine(torch.zeros(2, 4), "plan", torch.ones(1, 2), 1)
+    with pytest.raises(ValueError, match="do not fit the plan"):
+        combine(torch.zeros(3, 4), plan, torch.ones(1, 2), 1)
+    with pytest.raises(TypeError, match="n_tokens must be an int"):
+        expert_capacity(float("inf"), 2, 4, 1.0)
     with pytest.raises(ValueError, match="capacity_factor must be positive"):
         expert_capacity(10, 2, 4, 0)
     with pytest.raises(ValueError, match=r"d_expert \(10\) must be divisible by m \(4\)"):
