@@ -160,6 +160,11 @@ class MoELayer(nn.Module):
             ``ceil(factor * N * k / E)`` assignments per call and the overflow is dropped.
 
     ``forward(x, *, return_info=False)``: ``x (..., C)`` -> same shape, or ``(out, MoEInfo)``.
+
+    Training with balancing: take ``out, info = layer(x, return_info=True)``, add
+    ``coef * load_balancing_loss(info.routing.probs, info.routing.indices)`` (and/or
+    ``router_z_loss(info.routing.logits)``) to the loss; with ``bias_balancing``, call
+    ``layer.gate.update_bias(info.load)`` after each optimiser step instead.
     """
 
     def __init__(

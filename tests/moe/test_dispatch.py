@@ -158,3 +158,9 @@ def test_grouped_mm_path_equals_expert_loop(dtype, device, monkeypatch):
     tol = dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else dict(rtol=1e-5, atol=1e-5)
     for a, b in zip(*results):
         torch.testing.assert_close(a, b, **tol)
+
+
+def test_no_tokens_gives_an_empty_output():
+    layer = MoELayer(16, 4, 2, 8, n_shared=1, capacity_factor=1.0)
+    out, info = layer(torch.randn(2, 0, 16), return_info=True)
+    assert out.shape == (2, 0, 16) and info.n_dropped == 0 and info.load.sum() == 0
