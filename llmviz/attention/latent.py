@@ -210,6 +210,21 @@ class MultiHeadLatentAttention(nn.Module):
                                        self.kv_lora_rank)
         return w.split([self.qk_nope_head_dim, self.v_head_dim], dim=1)
 
+    def folded_projections(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The absorption done once on the weights: ``W_q_lat (H*r, in)`` maps the query input
+        (the normalised query latent, or x without ``q_lora_rank``) straight to latent-space
+        queries, ``W_uk_h^T W_q_nope_h`` per head; ``W_o_lat (C, H*r)`` maps each head's average
+        of latents straight to the output, ``W_o_h W_uv_h`` per head. Worth it when r is small
+        next to what it replaces; :meth:`forward` applies ``W_uk``/``W_uv`` per call instead."""
+        H, r, dn = self.n_heads, self.kv_lora_rank, self.qk_nope_head_dim
+        w_uk, w_uv = self.up_projections()  # (H, dn, r), (H, dv, r)
+        w_q = (self.q_proj if self.q_lora_rank is None else self.q_b_proj).weight
+        w_q_nope = w_q.view(H, self.qk_head_dim, -1)[:, :dn]  # (H, dn, in)
+        w_q_lat = torch.einsum("hdr,hdi->hri", w_uk, w_q_nope).reshape(H * r, -1)  # (H*r, in)
+        w_o = self.o_proj.weight.view(self.d_model, H, self.v_head_dim)  # (C, H, dv)
+        w_o_lat = torch.einsum("chv,hvr->chr", w_o, w_uv).reshape(self.d_model, H * r)  # (C, H*r)
+        return w_q_lat, w_o_lat
+
     def cache_bytes_per_token(self, dtype: torch.dtype | None = None) -> dict[str, int]:
         """Bytes one token costs per layer: the latent cache (r + dr numbers) against the
         expanded keys and values a plain KV cache of this layer would hold (H (dn + dr + dv))."""

@@ -217,3 +217,26 @@ def test_forward_errors():
         m(torch.randn(2, 1, 32), cache=cache)
     with pytest.raises(ValueError, match="out of order"):
         cache.update(3, torch.zeros(1, 1, 16), torch.zeros(1, 1, 4))
+
+
+@pytest.mark.parametrize("q_lora", [None, 12])
+def test_folded_weights_give_the_same_layer(q_lora, gen):
+    """W_uk folded into the query projection and W_uv into o_proj, once, on the weights."""
+    from llmviz.attention import scaled_dot_product_attention
+
+    m = _mla(q_lora, bias=True)
+    B, T, H, r = 2, 6, 4, DIMS["kv_lora_rank"]
+    x = torch.randn(B, T, 32, dtype=torch.float64, generator=gen)
+    w_q_lat, w_o_lat = m.folded_projections()
+    assert w_q_lat.shape == (H * r, 32 if q_lora is None else q_lora) and w_o_lat.shape == (32, H * r)
+    with torch.no_grad():
+        q_in = x if q_lora is None else m.q_a_layernorm(m.q_a_proj(x))
+        q_lat = (q_in @ w_q_lat.T).view(B, T, H, r).transpose(1, 2)  # (B, H, T, r)
+        _, q_rope = m.queries(x)
+        c, k_rope = m.latents(x)
+        q_rope, k_rope = m.rope(q_rope, k_rope, torch.arange(T))
+        q = torch.cat((q_lat, q_rope), -1)
+        k = torch.cat((c[:, None], k_rope), -1)  # (B, 1, T, r+dr)
+        o_lat = scaled_dot_product_attention(q, k, c[:, None], scale=m.scale, is_causal=True)
+        out = o_lat.transpose(1, 2).reshape(B, T, H * r) @ w_o_lat.T + m.o_proj.bias
+        torch.testing.assert_close(out, m(x))
