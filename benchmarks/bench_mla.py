@@ -11,6 +11,10 @@ Three ways to take the step (the same output, checked before timing):
   cache of this layer would hold), then ordinary attention: no decompression per step, but
   ``H (dn + dr + dv)`` numbers per token instead of ``r + dr``.
 
+Every path appends the new token to its cache with ``torch.cat`` (as llmviz's ``KVCache`` and
+Hugging Face's ``DynamicCache`` do), so each step also copies its whole cache: the expanded
+path's time includes copying its much larger cache, which a preallocated cache would avoid.
+
 Sizes default to DeepSeek-V2/V3's per-head dims (r=512, dn=128, dr=64, dv=128) with 16 heads and
 d_model 1024. Ratios < 1 mean the first-named is faster.
 
