@@ -11,7 +11,7 @@ count, which is why GQA/MQA shrink it).
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
@@ -33,6 +33,7 @@ class KVCache:
     def __init__(self) -> None:
         self.keys: list[torch.Tensor] = []
         self.values: list[torch.Tensor] = []
+        self._states: dict[int, Any] = {}  # linear-attention layers' fixed-size states
 
     def __len__(self) -> int:
         """Number of layers held."""
@@ -77,6 +78,29 @@ class KVCache:
         self.values[layer_idx] = torch.cat([self.values[layer_idx], v], dim=2)  # (B, G, S, Dv)
         return self.keys[layer_idx], self.values[layer_idx]
 
+    def linear_state(self, layer_idx: int):
+        """The fixed-size state a linear-attention layer left here (None before its first call)."""
+        return self._states.get(layer_idx)
+
+    def set_linear_state(self, layer_idx: int, state, new_tokens: int) -> None:
+        """Keep a linear-attention layer's state; it holds no keys or values.
+
+        Its slot among the layers holds an empty ``(B, 0, S, 0)`` tensor: no memory, but
+        :meth:`length` still counts the ``S`` tokens seen, so positions continue as with keys.
+        """
+        B = state.recurrent.shape[0]
+        seen = self.length(layer_idx) + new_tokens
+        empty = state.recurrent.new_empty(B, 0, seen, 0)
+        if layer_idx == len(self.keys):
+            self.keys.append(empty)
+            self.values.append(empty)
+        elif 0 <= layer_idx < len(self.keys):
+            self.keys[layer_idx] = self.values[layer_idx] = empty
+        else:
+            raise ValueError(f"layer_idx {layer_idx} is out of order: the cache holds "
+                             f"{len(self.keys)} layers, so the next new layer must be {len(self.keys)}")
+        self._states[layer_idx] = state
+
     def length(self, layer_idx: int = 0) -> int:
         """Cached sequence length of a layer (0 if the layer has not been filled yet)."""
         if layer_idx >= len(self.keys):
@@ -85,12 +109,14 @@ class KVCache:
 
     def nbytes(self) -> int:
         """Bytes held by every cached key and value tensor."""
-        return sum(t.numel() * t.element_size() for t in self.keys + self.values)
+        kv = sum(t.numel() * t.element_size() for t in self.keys + self.values)
+        return kv + sum(st.nbytes() for st in self._states.values())
 
     def reset(self) -> None:
         """Empty the cache."""
         self.keys.clear()
         self.values.clear()
+        self._states.clear()
 
     def __repr__(self) -> str:
         return f"KVCache(layers={len(self)}, length={self.length()}, nbytes={self.nbytes()})"

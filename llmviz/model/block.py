@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from .._checks import check_choice
+from ..attention.deltanet import GatedDeltaNet
 from ..attention.module import MultiHeadAttention
 from ..ffn import FFN_KINDS, make_ffn
 from ..norm import MODEL_NORMS, make_norm
@@ -39,10 +40,12 @@ from ..norm import MODEL_NORMS, make_norm
 if TYPE_CHECKING:  # config imports PLACEMENTS from here
     from .config import ModelConfig
 
-__all__ = ["TransformerBlock", "PLACEMENTS"]
+__all__ = ["TransformerBlock", "PLACEMENTS", "MIXERS"]
 
 #: The registry of norm placements a block implements (the table in the module docstring).
 PLACEMENTS = ("pre", "post", "sandwich", "deepnorm", "post_sublayer")
+#: Token mixers a block can hold: softmax attention or a Gated DeltaNet (linear attention).
+MIXERS = ("attention", "linear")
 
 
 class TransformerBlock(nn.Module):
@@ -72,6 +75,13 @@ class TransformerBlock(nn.Module):
         sliding_window: this layer's local window (None = global).
         dropout: on attention weights and on each sublayer's output.
         deepnorm_alpha: the residual weight ``a`` used when ``placement="deepnorm"``.
+        sinks, output_gate: learned sink logits (gpt-oss) and the sigmoid output gate
+            (Qwen3-Next) of the attention.
+        mixer: ``"attention"`` (softmax, ``self_attn``) or ``"linear"``: a Gated DeltaNet
+            (``linear_attn``, Qwen3-Next's linear layers) with ``linear_heads`` value heads,
+            ``linear_key_heads`` query/key heads of width ``linear_head_dim`` and a
+            ``linear_conv_kernel``-tap convolution. It keeps a fixed-size state in the cache
+            instead of keys and values, and has no attention weights (``None`` is returned).
 
     Submodules follow Hugging Face Llama where they can: ``self_attn`` (``q_proj`` ...),
     ``mlp`` (``gate_proj``, ``up_proj``, ``down_proj``); norms are ``attn_norm`` and
@@ -106,9 +116,17 @@ class TransformerBlock(nn.Module):
         sliding_window: int | None = None,
         dropout: float = 0.0,
         deepnorm_alpha: float = 1.0,
+        sinks: bool = False,
+        output_gate: bool = False,
+        mixer: str = "attention",
+        linear_heads: int | None = None,
+        linear_key_heads: int | None = None,
+        linear_head_dim: int | None = None,
+        linear_conv_kernel: int = 4,
     ) -> None:
         super().__init__()
         check_choice(placement, "placement", PLACEMENTS)
+        check_choice(mixer, "mixer", MIXERS)
         check_choice(norm, "norm", MODEL_NORMS)
         check_choice(ffn, "ffn", tuple(FFN_KINDS))
         if placement in ("deepnorm", "post_sublayer") and parallel:
@@ -117,13 +135,24 @@ class TransformerBlock(nn.Module):
             )
         self.placement, self.parallel = placement, parallel
         self.alpha = float(deepnorm_alpha) if placement == "deepnorm" else 1.0
-        self.self_attn = MultiHeadAttention(
-            d_model, n_heads, n_kv_heads=n_kv_heads, head_dim=head_dim,
-            bias=bias if attn_bias is None else attn_bias, rope=rope, alibi=alibi,
-            o_bias=o_bias, qk_norm=qk_norm, qk_norm_eps=qk_norm_eps, qk_norm_scope=qk_norm_scope,
-            softcap=attn_softcap, scale=attn_scale, sliding_window=sliding_window,
-            dropout=dropout,
-        )
+        self.mixer = mixer
+        self.self_attn = self.linear_attn = None
+        if mixer == "attention":
+            self.self_attn = MultiHeadAttention(
+                d_model, n_heads, n_kv_heads=n_kv_heads, head_dim=head_dim,
+                bias=bias if attn_bias is None else attn_bias, rope=rope, alibi=alibi,
+                o_bias=o_bias, qk_norm=qk_norm, qk_norm_eps=qk_norm_eps,
+                qk_norm_scope=qk_norm_scope, softcap=attn_softcap, scale=attn_scale,
+                sliding_window=sliding_window, dropout=dropout, sinks=sinks,
+                output_gate=output_gate,
+            )
+        else:
+            heads = n_heads if linear_heads is None else linear_heads
+            width = (head_dim or d_model // n_heads) if linear_head_dim is None else linear_head_dim
+            self.linear_attn = GatedDeltaNet(
+                d_model, heads, width, n_k_heads=linear_key_heads, conv_kernel=linear_conv_kernel,
+                eps=norm_eps,
+            )
         self.mlp = make_ffn(ffn, d_model, d_ff, activation=activation, bias=bias)
         self.attn_norm = make_norm(norm, d_model, eps=norm_eps)
         self.ffn_norm = None if parallel else make_norm(norm, d_model, eps=norm_eps)
@@ -148,10 +177,15 @@ class TransformerBlock(nn.Module):
             qk_norm_scope=config.qk_norm_scope, rope=rope, alibi=config.position == "alibi",
             qk_norm=config.qk_norm, attn_softcap=config.attn_softcap, attn_scale=config.attn_scale,
             sliding_window=config.window_for(layer_idx), dropout=config.dropout,
-            deepnorm_alpha=config.deepnorm_alpha,
+            deepnorm_alpha=config.deepnorm_alpha, sinks=config.attn_sinks,
+            output_gate=config.attn_output_gate, mixer=config.mixer_for(layer_idx),
+            linear_heads=config.linear_heads, linear_key_heads=config.linear_key_heads,
+            linear_head_dim=config.linear_head_dim, linear_conv_kernel=config.linear_conv_kernel,
         )
 
     def _attn(self, h: torch.Tensor, attn_kwargs: dict, return_weights: bool):
+        if self.linear_attn is not None:
+            return self._linear(h, attn_kwargs), None
         if return_weights:
             return self.self_attn(h, return_weights=True, **attn_kwargs)
         return self.self_attn(h, **attn_kwargs), None
@@ -204,10 +238,28 @@ class TransformerBlock(nn.Module):
             y = h + self.drop(f)
         return (y, weights) if return_weights else y
 
+    def _linear(self, h: torch.Tensor, kw: dict) -> torch.Tensor:
+        """The Gated DeltaNet sublayer: padding zeroed (HF's rule), the state kept in the cache."""
+        mask, cache, i = kw["mask"], kw["cache"], kw["layer_idx"]
+        if kw["score_bias"] is not None:
+            raise ValueError(f"layer {i} is linear attention: it has no scores to add score_bias to")
+        T = h.shape[1]
+        if mask is not None:  # (B, 1, 1, S) key padding: the last T columns are these tokens
+            if mask.dim() != 4 or mask.shape[1] != 1 or mask.shape[2] != 1:
+                raise ValueError(f"layer {i} is linear attention: it takes a key-padding mask "
+                                 f"(B, 1, 1, S), got {tuple(mask.shape)}")
+            h = h * mask[:, 0, 0, -T:, None].to(h.dtype)
+        if cache is None:
+            return self.linear_attn(h)
+        y, state = self.linear_attn(h, state=cache.linear_state(i), return_state=True)
+        cache.set_linear_state(i, state, T)
+        return y
+
     def deepnorm_init_(self, beta: float) -> None:
         """Scale the value, output and feed-forward weights by ``beta`` (DeepNet init)."""
         with torch.no_grad():
-            for lin in (self.self_attn.v_proj, self.self_attn.o_proj):
+            mixer = self.self_attn if self.self_attn is not None else self.linear_attn
+            for lin in (mixer.v_proj, mixer.o_proj):
                 lin.weight.mul_(beta)
             for name in ("gate_proj", "up_proj", "down_proj"):
                 lin = getattr(self.mlp, name, None)
@@ -217,4 +269,5 @@ class TransformerBlock(nn.Module):
     def extra_repr(self) -> str:
         kind = "parallel" if self.parallel else "serial"
         alpha = f", alpha={self.alpha:.3f}" if self.placement == "deepnorm" else ""
-        return f"placement={self.placement!r}, {kind}{alpha}"
+        mixer = ", mixer='linear'" if self.mixer == "linear" else ""
+        return f"placement={self.placement!r}, {kind}{alpha}{mixer}"

@@ -78,6 +78,13 @@ class ModelConfig:
     sliding_window: int | None = None  # each query sees at most this many most recent keys
     global_every: int | None = None  # with sliding_window: every k-th layer attends globally
     layer_windows: tuple[int | None, ...] | None = None  # window of each layer (None = global); replaces the two above
+    attn_sinks: bool = False  # a learned sink logit per head in every attention layer (gpt-oss)
+    attn_output_gate: bool = False  # attention output times sigmoid(gate_proj(x)) (Qwen3-Next)
+    linear_layers: tuple[int, ...] | None = None  # layers that are Gated DeltaNet, not softmax attention (Qwen3-Next: 3 of 4)
+    linear_heads: int | None = None  # value heads of those layers; None -> n_heads
+    linear_key_heads: int | None = None  # their query/key heads; None -> linear_heads
+    linear_head_dim: int | None = None  # their head width (keys and values); None -> head_dim
+    linear_conv_kernel: int = 4  # their short causal convolution
     # --- output and training ------------------------------------------------------------------
     final_softcap: float | None = None  # logits -> cap * tanh(logits / cap) (Gemma 2: 30)
     z_loss_weight: float = 0.0  # loss += w * mean(logsumexp(logits)^2) (PaLM: 1e-4)
@@ -180,6 +187,17 @@ class ModelConfig:
             if bad:
                 raise ValueError(f"nope_layers must hold layer indices in [0, {self.n_layers}); got {bad}")
             object.__setattr__(self, "nope_layers", tuple(sorted(set(layers))))
+        if self.linear_layers is not None:
+            layers = tuple(self.linear_layers)
+            bad = [i for i in layers if isinstance(i, bool) or not isinstance(i, int)
+                   or not 0 <= i < self.n_layers]
+            if bad:
+                raise ValueError(f"linear_layers must hold layer indices in [0, {self.n_layers}); got {bad}")
+            object.__setattr__(self, "linear_layers", tuple(sorted(set(layers))))
+        for name in ("linear_heads", "linear_key_heads", "linear_head_dim"):
+            if getattr(self, name) is not None:
+                check_positive_int(getattr(self, name), name)
+        check_positive_int(self.linear_conv_kernel, "linear_conv_kernel")
         if self.layer_windows is not None:
             if self.sliding_window is not None or self.global_every is not None:
                 raise ValueError(
@@ -236,6 +254,10 @@ class ModelConfig:
         if self.global_every is not None and layer_idx % self.global_every == self.global_every - 1:
             return None
         return self.sliding_window
+
+    def mixer_for(self, layer_idx: int) -> str:
+        """``"linear"`` (Gated DeltaNet) or ``"attention"`` (softmax) for layer ``layer_idx``."""
+        return "linear" if self.linear_layers is not None and layer_idx in self.linear_layers else "attention"
 
     def replace(self, **changes: Any) -> "ModelConfig":
         """A copy with ``changes`` applied and validated again.
