@@ -44,6 +44,11 @@ class Anatomy:
         embedding_params: token (and position) embeddings, plus an untied output matrix.
         bytes_per_element: of the KV cache (2 = bf16/fp16).
         context: keys each token attends to in :attr:`flops_per_token` (windows cap it).
+        sinks: a learned sink logit per head in every attention layer (gpt-oss).
+        output_gate: attention output multiplied by a sigmoid gate (Qwen3-Next).
+        latent_dim: the cached latent width of multi-head latent attention (DeepSeek's
+            ``kv_lora_rank``; the decoupled RoPE key adds ``rotary_dim`` more per token), None
+            otherwise. With latent attention ``n_kv_heads`` is 1: one latent serves every head.
     """
 
     model_type: str
@@ -70,6 +75,19 @@ class Anatomy:
     embedding_params: int
     bytes_per_element: int
     context: int
+    sinks: bool = False
+    output_gate: bool = False
+    latent_dim: int | None = None
+
+    @property
+    def nope_layers(self) -> tuple[int, ...]:
+        """Attention layers without any position encoding (SmolLM3's every fourth)."""
+        return tuple(layer.index for layer in self.layers if layer.position == "nope")
+
+    @property
+    def linear_layers(self) -> tuple[int, ...]:
+        """Linear-attention layers (Qwen3-Next's Gated DeltaNet): a state, no cache."""
+        return tuple(layer.index for layer in self.layers if layer.attention == "linear")
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -105,6 +123,9 @@ class Anatomy:
             ("family", self.model_type), ("layers", self.n_layers), ("width C", self.d_model),
             ("heads H / kv heads G", f"{self.n_heads} / {self.n_kv_heads}"),
             ("head dim D", self.head_dim), ("attention per layer", kinds),
+            ("attention extras", ", ".join(x for x in (
+                "learned sinks" if self.sinks else "", "output gate" if self.output_gate else "",
+                f"latent cache of {self.latent_dim}" if self.latent_dim else "") if x) or "none"),
             ("norm", f"{self.norm}, {self.placement}" + (f", QK-norm {self.qk_norm}" if self.qk_norm else "")),
             ("feed-forward", f"{self.ffn} ({self.activation}), d_ff {self.d_ff}"),
             ("experts", "none" if self.experts is None else
@@ -216,6 +237,7 @@ def anatomy(config: Any, *, bytes_per_element: int = 2, context: int = 4096) -> 
         D = getattr(c, "head_dim", None) or C // H
         if c.model_type == "deepseek_v3":  # MLA: a query/key head is its nope and rope parts
             D = c.qk_nope_head_dim + c.qk_rope_head_dim
+            G = 1  # one latent per token serves every head (MQA over latents when absorbed)
         embedding = c.vocab_size * C
     tied = bool(getattr(c, "tie_word_embeddings", False))
     embedding += 0 if tied else c.vocab_size * C
@@ -228,4 +250,6 @@ def anatomy(config: Any, *, bytes_per_element: int = 2, context: int = 4096) -> 
         experts=arch.experts, experts_active=arch.experts_active, shared_experts=arch.shared_experts,
         expert_d_ff=arch.expert_d_ff, layers=tuple(layers), total_params=total, active_params=active,
         embedding_params=embedding, bytes_per_element=bytes_per_element, context=context,
+        sinks=c.model_type == "gpt_oss", output_gate=c.model_type == "qwen3_next",
+        latent_dim=c.kv_lora_rank if c.model_type == "deepseek_v3" else None,
     )

@@ -121,6 +121,21 @@ def test_layers_say_attention_and_position_per_layer():
     assert phi.layers[0].rotary_dim == 48
 
 
+def test_model_wide_extras_sinks_gate_latent_nope_linear():
+    oss, nxt = anatomy(transformers.GptOssConfig()), anatomy(transformers.Qwen3NextConfig())
+    ds, smol = anatomy(transformers.DeepseekV3Config()), anatomy(transformers.SmolLM3Config())
+    llama = anatomy(transformers.LlamaConfig())
+    assert (oss.sinks, oss.output_gate, oss.latent_dim) == (True, False, None)
+    assert (nxt.sinks, nxt.output_gate) == (False, True) and nxt.linear_layers[:3] == (0, 1, 2)
+    assert (ds.latent_dim, ds.n_kv_heads, ds.n_heads) == (512, 1, 128)  # one latent for all heads
+    assert smol.nope_layers[:3] == (3, 7, 11) and llama.nope_layers == () == llama.linear_layers
+    assert not (llama.sinks or llama.output_gate) and llama.latent_dim is None
+    facts = dict(oss.to_frame().values)
+    assert facts["attention extras"] == "learned sinks"
+    assert dict(ds.to_frame().values)["attention extras"] == "latent cache of 512"
+    assert dict(llama.to_frame().values)["attention extras"] == "none"
+
+
 def test_kv_cache_and_flops_arithmetic():
     a = anatomy(transformers.LlamaConfig())  # 32 layers, 32 kv heads of 128 dims
     assert a.kv_bytes_per_token == 2 * 32 * 32 * 128 * 2  # K and V, L, G, D, bf16
