@@ -232,6 +232,7 @@ def plot_stability_map(
     row_label: str = "peak learning rate", col_label: str = "warmup steps",
     diverged: Any = None, vmin: float | None = None, vmax: float | None = None,
     title: str | None = None, value_label: str = "final loss", labels: Any = None,
+    missing: Any = None,
 ):
     """Heatmap of one number per training run (final loss, worst loss spike, ...) over a grid
     of two hyper-parameters; diverged runs (NaN/inf or flagged in ``diverged``) are hatched and
@@ -246,6 +247,8 @@ def plot_stability_map(
         value_label: what the values are (colour-bar label).
         labels: optional ``(len(rows), len(cols))`` texts written in the cells instead of the
             values (e.g. a mean over seeds with its interval); diverged cells keep "div".
+        missing: optional bool array of the same shape: cells that were not run, left blank
+            and labelled "not run" (their values are ignored).
 
     Returns:
         The Axes (its first image is the heatmap).
@@ -259,16 +262,23 @@ def plot_stability_map(
         labels = np.asarray(labels, dtype=object)
         if labels.shape != L.shape:
             raise ValueError(f"labels has shape {labels.shape}, expected the shape of loss {L.shape}")
+    skipped = np.zeros(L.shape, bool) if missing is None else np.asarray(missing, bool)
+    if skipped.shape != L.shape:
+        raise ValueError(f"missing has shape {skipped.shape}, expected the shape of loss {L.shape}")
     bad = ~np.isfinite(L) if diverged is None else (np.asarray(diverged, bool) | ~np.isfinite(L))
-    shown = np.ma.masked_where(bad, L)
+    bad &= ~skipped
+    shown = np.ma.masked_where(bad | skipped, L)
     im = ax.imshow(shown, cmap=SEQUENTIAL, vmin=vmin, vmax=vmax, aspect="auto", origin="lower")
     for r, c in zip(*np.nonzero(bad)):
         ax.add_patch(plt.Rectangle((c - 0.5, r - 0.5), 1, 1, fill=False, hatch="///",
                                    edgecolor=_HIGHLIGHT, lw=0))
         ax.text(c, r, "div", ha="center", va="center", fontsize=8, color=_HIGHLIGHT)
-    lo = np.nanmin(L[~bad]) if vmin is None and (~bad).any() else (vmin or 0.0)
-    hi = np.nanmax(L[~bad]) if vmax is None and (~bad).any() else (vmax or 1.0)
-    for r, c in zip(*np.nonzero(~bad)):
+    for r, c in zip(*np.nonzero(skipped)):
+        ax.text(c, r, "not run", ha="center", va="center", fontsize=7, color="#777777")
+    ok = ~bad & ~skipped
+    lo = np.nanmin(L[ok]) if vmin is None and ok.any() else (vmin or 0.0)
+    hi = np.nanmax(L[ok]) if vmax is None and ok.any() else (vmax or 1.0)
+    for r, c in zip(*np.nonzero(ok)):
         light = (L[r, c] - lo) / max(hi - lo, 1e-12) > 0.6  # viridis is light at the top
         text = f"{L[r, c]:.2f}" if labels is None else str(labels[r, c])
         ax.text(c, r, text, ha="center", va="center", fontsize=7,

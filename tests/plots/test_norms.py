@@ -72,6 +72,11 @@ def test_depth_profile_and_stability_map():
     ax = plot_stability_map(loss, rows=["post", "pre"], cols=["x", "y"], labels=texts)
     shown = sorted(t.get_text() for t in ax.texts)
     assert shown == ["a", "b", "d", "div"]  # the diverged cell keeps its mark
+    ax = plot_stability_map(loss, rows=[1, 2], cols=[0, 1], missing=[[False, True], [True, False]])
+    assert sorted(t.get_text() for t in ax.texts) == ["1.50", "2.00", "not run", "not run"]
+    assert ax.images[0].get_array().mask.tolist() == [[False, True], [True, False]]
+    with pytest.raises(ValueError, match=r"missing has shape \(2,\)"):
+        plot_stability_map(loss, rows=[1, 2], cols=[0, 1], missing=[True, False])
     with pytest.raises(ValueError, match=r"labels has shape \(1, 2\)"):
         plot_stability_map(loss, rows=[1, 2], cols=[0, 1], labels=[["a", "b"]])
 
