@@ -2,8 +2,10 @@
 
 Where things live (one home per concept, laid out like the book):
 
-* :mod:`llmviz.attention`: functional attention, masks, KV cache, the module, tiling, cost,
-  per-head metrics.
+* :mod:`llmviz.attention`: functional attention (and learned sinks), masks, KV caches (and the
+  StreamingLLM sink cache), the module, tiling, cost, per-head metrics, latent attention (MLA),
+  linear attention and Gated DeltaNet.
+* :mod:`llmviz.moe`: mixture of experts: router, sorted dispatch, capacity, balancing losses.
 * :mod:`llmviz.position`: sinusoidal, learned, relative (Shaw, Transformer-XL, T5), RoPE and
   its scalings, ALiBi, and their properties.
 * :mod:`llmviz.norm`: LayerNorm/RMSNorm (model norms) and Batch/Group/Instance (sequence norms).
@@ -46,7 +48,7 @@ def _check_torch() -> None:
 
 _check_torch()
 
-from . import analysis, attention, evidence, ffn, model, norm, position, runtime, training  # noqa: E402
+from . import analysis, attention, evidence, ffn, model, moe, norm, position, runtime, training  # noqa: E402
 from .analysis import count_parameters, flops_per_token, kv_cache_bytes  # noqa: E402
 from .attention import (  # noqa: E402
     KVCache,
@@ -95,7 +97,8 @@ __all__ = [
     # evidence
     "run_seeds", "summarize", "paired", "paired_ratio", "Estimate", "Claim", "glue_number",
     # subpackages
-    "analysis", "attention", "evidence", "ffn", "model", "norm", "position", "runtime", "training", *_LAZY,
+    "analysis", "attention", "evidence", "ffn", "model", "moe", "norm", "position", "runtime", "training",
+    *_LAZY,
 ]
 
 
