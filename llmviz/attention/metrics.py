@@ -19,6 +19,9 @@ where it is defined:
   exactly 1 whatever ``window`` and ``T`` are.
 * ``first``: mass on key 0, the "attention sink" (Xiao et al. 2023); rows at position 0 skipped.
 
+:func:`induction_score` needs the tokens as well: the mass a query puts on the positions just
+after earlier occurrences of its own token (what an induction head reads).
+
 Unlike a ``1 - std`` score or a local sum divided by the row length, these do not drift with
 sequence length, and a causal mask does not make every head "backward-looking".
 """
@@ -33,7 +36,7 @@ import torch
 from .._checks import check_positive_int, check_tensor
 from .masks import query_positions
 
-__all__ = ["head_metrics", "METRICS", "row_entropy", "mass_by_distance"]
+__all__ = ["head_metrics", "METRICS", "row_entropy", "mass_by_distance", "induction_score"]
 
 #: Names of the metrics, in display order.
 METRICS = ("entropy", "diagonal", "previous", "local", "first")
@@ -168,3 +171,56 @@ def head_metrics(
         per_layer = [_one_layer(_as_bhts(w), window, causal) for w in weights]
         return {k: torch.stack([m[k] for m in per_layer]) for k in METRICS}  # (L, H)
     return _one_layer(_as_bhts(weights), window, causal)
+
+
+def induction_score(
+    weights: torch.Tensor | Sequence[torch.Tensor], tokens: torch.Tensor
+) -> torch.Tensor:
+    """Induction score per head: mass on the keys just after earlier copies of the query's token.
+
+    For a query at position ``i`` holding token ``x``, the induction keys are the positions
+    ``j <= i`` whose predecessor is an earlier occurrence of ``x`` (``tokens[j - 1] == x``,
+    ``j - 1 < i``): where an induction head looks to copy the token that followed ``x`` last
+    time (Olsson et al. 2022). A query's score is its total weight on those keys (several
+    earlier copies all count); queries whose token has not occurred before are skipped. No
+    period or offset is needed, so the score works on any sequence.
+
+    Args:
+        weights: ``(T, S)``, ``(H, T, S)``, ``(B, H, T, S)`` or a per-layer list of
+            ``(B, H, T, S)``; queries are the last ``T`` of the ``S`` keys.
+        tokens: ``(S,)`` or ``(B, S)`` integer token ids of the key positions.
+
+    Returns:
+        ``(H,)`` for one layer, ``(L, H)`` for a list: the mean over batch and over the queries
+        that have an earlier copy, in ``[0, 1]``; NaN where no query has one.
+    """
+    if isinstance(weights, (list, tuple)):
+        if not weights:
+            raise ValueError("weights is an empty list; expected one (B, H, T, S) per layer")
+        return torch.stack([induction_score(w, tokens) for w in weights])  # (L, H)
+    w = _as_bhts(weights)  # (B, H, T, S)
+    B, H, T, S = w.shape
+    tok = check_tensor(tokens, "tokens", min_ndim=1)
+    if tok.is_floating_point() or tok.dtype == torch.bool:
+        raise TypeError(f"tokens must be integer token ids, got dtype {tok.dtype}")
+    if tok.ndim == 1:
+        tok = tok[None].expand(B, -1)
+    if tok.ndim != 2 or tok.shape[1] != S or tok.shape[0] not in (1, B):
+        raise ValueError(
+            f"tokens must be (S,) or (B, S) = ({B}, {S}) to match weights of shape "
+            f"{tuple(w.shape)}, got {tuple(tokens.shape)}; pass the ids of the key positions"
+        )
+    if S < T:
+        raise ValueError(f"weights have more queries ({T}) than keys ({S}); expected T <= S")
+    tok = tok.expand(B, -1).to(w.device)
+    q_pos = query_positions(T, S, device=w.device)  # (T,)
+    keys = torch.arange(S, device=w.device)
+    before = torch.cat([tok[:, :1], tok[:, :-1]], dim=1)  # (B, S) token before each key
+    match = before[:, None, :] == tok[:, q_pos][:, :, None]  # (B, T, S)
+    match &= (keys >= 1) & (keys[None, :] <= q_pos[:, None])  # j - 1 < i, i.e. 1 <= j <= i
+    has_copy = match.any(-1)  # (B, T)
+    n = has_copy.sum()
+    if n == 0:
+        return torch.full((H,), float("nan"), device=w.device)
+    per_row = (w * match[:, None]).sum(-1)  # (B, H, T)
+    return (per_row * has_copy[:, None]).sum(dim=(0, 2)) / n

@@ -139,3 +139,66 @@ def test_mass_by_distance_errors():
         mass_by_distance(torch.ones(4, 4))
     with pytest.raises(ValueError, match=r"S \(2\) must be >= T \(3\)"):
         mass_by_distance(torch.ones(1, 3, 2))
+
+
+# ----------------------------------------------------------------------------- induction score
+from llmviz.attention.metrics import induction_score  # noqa: E402
+
+
+def _induction_head(tokens):
+    """Each query puts all its weight on the key after the latest earlier copy of its token
+    (on itself when there is none)."""
+    S = len(tokens)
+    w = torch.zeros(S, S)
+    for i in range(S):
+        hits = [j for j in range(1, i + 1) if tokens[j - 1] == tokens[i]]
+        w[i, hits[-1] if hits else i] = 1.0
+    return w
+
+
+def test_induction_score_of_known_patterns():
+    tokens = torch.tensor([3, 1, 4, 5, 9, 3, 1, 4, 5, 9, 3, 1])
+    T = len(tokens)
+    ind = induction_score(_induction_head(tokens.tolist()), tokens)
+    assert ind.shape == (1,) and ind.item() == pytest.approx(1.0)
+    assert induction_score(_previous_token(T), tokens).item() == pytest.approx(0.0)
+    # a uniform causal row at query i puts (number of induction keys) / (i + 1) on them
+    uni = induction_score(_uniform_causal(T), tokens).item()
+    expected = []
+    for i in range(T):
+        k = sum(1 for j in range(1, i + 1) if tokens[j - 1] == tokens[i])
+        if k:
+            expected.append(k / (i + 1))
+    assert uni == pytest.approx(sum(expected) / len(expected))
+
+
+def test_induction_score_batch_layers_and_no_copies():
+    g = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, 5, (3, 16), generator=g)
+    heads = torch.stack([torch.stack([_induction_head(t.tolist()), _previous_token(16)]) for t in tokens])
+    s = induction_score(heads, tokens)  # (B, H, T, S) with per-row tokens
+    # the previous-token head scores where the key before it, i - 1, follows a copy: x[i-2] == x[i]
+    rows = [(t, i) for t in tokens.tolist() for i in range(16) if t[i] in t[:i]]
+    prev_expected = sum(1 for t, i in rows if i >= 2 and t[i - 2] == t[i]) / len(rows)
+    torch.testing.assert_close(s, torch.tensor([1.0, prev_expected]))
+    layers = induction_score([heads, heads.flip(1)], tokens)
+    assert layers.shape == (2, 2) and layers[1, 1].item() == pytest.approx(1.0)
+    distinct = torch.arange(8)  # no token repeats: no query has an earlier copy
+    assert torch.isnan(induction_score(_uniform_causal(8), distinct)).all()
+
+
+def test_induction_score_queries_are_last_rows():
+    tokens = torch.tensor([7, 2, 7, 2, 7])
+    full = _induction_head(tokens.tolist())
+    last = full[-2:]  # (T=2, S=5): the queries at positions 3 and 4
+    assert induction_score(last, tokens).item() == pytest.approx(1.0)
+
+
+def test_induction_score_bad_input():
+    w = _uniform_causal(6)
+    with pytest.raises(ValueError, match="tokens must be"):
+        induction_score(w, torch.arange(5))
+    with pytest.raises(TypeError, match="integer token ids"):
+        induction_score(w, torch.arange(6).float())
+    with pytest.raises(ValueError, match="empty list"):
+        induction_score([], torch.arange(6))
