@@ -119,6 +119,66 @@ def test_match_width_hits_target(layers):
         match_width(base, 2, 0)
 
 
+@pytest.mark.parametrize("count", ["total", "non_embedding", "blocks"])
+@pytest.mark.parametrize("layers", [1, 3, 8])
+def test_match_width_total_with_min_head_dim(layers, count):
+    from llmviz.analysis import match_width
+
+    base = preset("llama2", n_heads=4, n_kv_heads=2, max_seq_len=64)  # grouping 2
+    target = 150_000
+
+    def counted(c):
+        if count == "blocks":
+            return sum(count_parameters(c)["per_layer"])
+        return count_parameters(c)[count]
+
+    c = match_width(base, layers, target, count=count, min_head_dim=16, step=4)
+    assert c.n_layers == layers and c.d_model % 4 == 0
+    assert c.head_dim >= 16 and c.head_dim % 2 == 0 and c.head_dim * c.n_heads == c.d_model
+    assert c.n_heads == 2 * c.n_kv_heads  # the grouping is kept
+    # the count agrees with a built model, and no other valid width on the grid is closer
+    assert count_parameters(DecoderLM(c)) == count_parameters(c)
+    for other in (c.d_model - 4, c.d_model + 4):
+        try:
+            alt = match_width(base, layers, target, count=count, min_head_dim=16, step=other)
+        except ValueError:
+            continue
+        if alt.d_model == other:
+            assert abs(counted(alt) - target) >= abs(counted(c) - target)
+    # fitting the feed-forward lands within one d_ff step of the target
+    f = match_width(base, layers, target, count=count, min_head_dim=16, step=4, fit_ffn=True)
+    per_unit = counted(f.replace(d_ff=f.d_ff + 1)) - counted(f)
+    assert f.d_model == c.d_model and abs(counted(f) - target) <= per_unit / 2 + 1
+    assert abs(counted(f) - target) <= abs(counted(c) - target)
+
+
+def test_match_width_total_differs_from_blocks():
+    from llmviz.analysis import match_width
+
+    base = preset("llama2", n_heads=4, n_kv_heads=4, max_seq_len=64)
+    blocks = match_width(base, 1, 100_000)
+    total = match_width(base, 1, 100_000, count="total")
+    # an untied 256-byte vocabulary costs 2 * 256 * C outside the blocks: the total match is narrower
+    assert total.d_model < blocks.d_model
+    assert abs(count_parameters(total)["total"] - 100_000) < abs(count_parameters(blocks)["total"] - 100_000)
+
+
+def test_match_width_rejects_bad_arguments():
+    from llmviz.analysis import match_width
+
+    base = preset("llama2", n_heads=4, n_kv_heads=2)
+    with pytest.raises(ValueError, match="count='all' is not supported"):
+        match_width(base, 2, 10_000, count="all")
+    with pytest.raises(ValueError, match="n_layers must be a positive int, got 0"):
+        match_width(base, 0, 10_000)
+    with pytest.raises(ValueError, match="min_head_dim must be a positive int, got 0"):
+        match_width(base, 2, 10_000, min_head_dim=0)
+    with pytest.raises(TypeError, match="step must be an int"):
+        match_width(base, 2, 10_000, step=2.5)
+    with pytest.raises(TypeError, match="config must be a ModelConfig"):
+        match_width({"d_model": 8}, 2, 10_000)
+
+
 def test_longest_verbatim_match():
     from llmviz.analysis import longest_verbatim_match
 
