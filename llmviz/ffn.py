@@ -50,6 +50,8 @@ __all__ = [
     "glu_hidden_size",
     "make_ffn",
     "FFN_KINDS",
+    "output_rms",
+    "match_output_rms_",
 ]
 
 
@@ -339,3 +341,49 @@ def make_ffn(
     if kind == "mlp":
         return MLP(d_model, d_ff, activation=act, bias=True if bias is None else bias, dropout=dropout)
     return GatedMLP(d_model, d_ff, activation=act, bias=False if bias is None else bias, dropout=dropout)
+
+
+# ----------------------------------------------------------------------------- init scale
+def _down_proj(ffn: nn.Module, name: str) -> nn.Linear:
+    down = getattr(ffn, "down_proj", None)
+    if not isinstance(down, nn.Linear):
+        raise TypeError(
+            f"{name} must be a feed-forward with a down_proj Linear (MLP or GatedMLP), "
+            f"got {type(ffn).__name__}"
+        )
+    return down
+
+
+@torch.no_grad()
+def output_rms(ffn: nn.Module, x: Tensor) -> float:
+    """Root mean square of ``ffn(x)`` over every element: the size of what the block adds to
+    the residual stream for inputs ``x`` ``(..., C)``."""
+    _down_proj(ffn, "ffn")
+    check_tensor(x, "x", floating=True)
+    return float(ffn(x).pow(2).mean().sqrt())
+
+
+@torch.no_grad()
+def match_output_rms_(ffn: nn.Module, reference: nn.Module, x: Tensor) -> float:
+    """Scale ``ffn.down_proj`` in place so that ``output_rms(ffn, x) == output_rms(reference, x)``.
+
+    At a small initialisation (std 0.02) a gated MLP multiplies two small pre-activations, so
+    its output starts several times smaller than a plain MLP's; this removes that difference
+    without changing what the block computes up to a scale (the output is linear in
+    ``down_proj``; with a bias on ``down_proj`` the bias is scaled too). Returns the factor.
+
+    Raises:
+        TypeError: a module without a ``down_proj`` Linear, or ``x`` not a float tensor.
+        ValueError: ``ffn``'s output is exactly zero on ``x`` (nothing to scale).
+    """
+    down = _down_proj(ffn, "ffn")
+    _down_proj(reference, "reference")
+    have, want = output_rms(ffn, x), output_rms(reference, x)
+    if have == 0.0:
+        raise ValueError("ffn's output is exactly zero on x, so no scale can match the reference; "
+                         "pass inputs the block responds to (e.g. torch.randn(..., C))")
+    factor = want / have
+    down.weight.mul_(factor)
+    if down.bias is not None:
+        down.bias.mul_(factor)
+    return factor

@@ -200,3 +200,42 @@ def test_activation_curve_errors():
         activation_curve("tanh", torch.linspace(-1, 1, 5))
     with pytest.raises(ValueError, match="x must have 1 dimension"):
         activation_curve("relu", torch.zeros(2, 3))
+
+
+def test_match_output_rms_equalises_init_scale():
+    from llmviz.ffn import match_output_rms_, output_rms
+
+    torch.manual_seed(0)
+    C = 32
+    mlp, glu = MLP(C, 4 * C, bias=False), GatedMLP(C, glu_hidden_size(C))
+    for m in (mlp, glu):
+        for lin in (mod for mod in m.modules() if isinstance(mod, torch.nn.Linear)):
+            torch.nn.init.normal_(lin.weight, std=0.02)
+    x = torch.randn(4, 10, C)
+    before = output_rms(glu, x)
+    assert before < output_rms(mlp, x) / 3  # the product of two small branches is smaller
+    w = glu.down_proj.weight.clone()
+    factor = match_output_rms_(glu, mlp, x)
+    assert output_rms(glu, x) == pytest.approx(output_rms(mlp, x), rel=1e-5)
+    assert factor == pytest.approx(output_rms(mlp, x) / before, rel=1e-5)
+    assert torch.allclose(glu.down_proj.weight, factor * w)
+    # the function is only rescaled: outputs are proportional on other inputs too
+    y = torch.randn(3, C)
+    glu2 = GatedMLP(C, glu_hidden_size(C))
+    glu2.load_state_dict(glu.state_dict())
+    glu2.down_proj.weight.data.copy_(w)
+    assert torch.allclose(glu(y), factor * glu2(y), atol=1e-6)
+
+
+def test_match_output_rms_errors():
+    from llmviz.ffn import match_output_rms_, output_rms
+
+    mlp = MLP(8, 16)
+    with pytest.raises(TypeError, match="ffn must be a feed-forward with a down_proj"):
+        output_rms(torch.nn.Linear(8, 8), torch.randn(2, 8))
+    with pytest.raises(TypeError, match="reference must be a feed-forward with a down_proj"):
+        match_output_rms_(mlp, torch.nn.Identity(), torch.randn(2, 8))
+    dead = GatedMLP(8, 16)
+    torch.nn.init.zeros_(dead.down_proj.weight)
+    with pytest.raises(ValueError, match="output is exactly zero"):
+        match_output_rms_(dead, mlp, torch.randn(2, 8))
