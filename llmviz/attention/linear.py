@@ -154,7 +154,7 @@ def chunked_scan(
     q, k, v, beta, decay, S, out_dtype = _prepare(q, k, v, beta, log_decay, state, scale)
     B, H, T, Dk = k.shape
     Dv = v.shape[-1]
-    C = chunk_size
+    C = min(chunk_size, max(T, 1))  # a sequence shorter than a chunk is one chunk of its length
     pad = (-T) % C
     if pad:  # padded tokens: q = k = v = 0, beta = 0, decay 1: no write, no forgetting
         q, k, v = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v))
