@@ -27,6 +27,7 @@ __all__ = [
     "plot_training_curves",
     "plot_length_curves",
     "length_traces",
+    "plot_length_estimates",
 ]
 
 _CURVE_METRICS = ("loss", "lr", "grad_norm")
@@ -197,7 +198,7 @@ def plot_length_curves(
         ax.axvline(train_len, color="#666", ls="--", lw=1, label=f"training length ({train_len})")
     if log_y:
         _plain_log_y(ax)
-    ax.set_xlabel("evaluation length T (tokens)")
+    ax.set_xlabel("evaluation length (tokens)")
     ax.set_ylabel("perplexity" if metric == "perplexity" else "loss (nats/token)")
     _legend(ax, legend)
     ax.grid(alpha=0.3)
@@ -224,3 +225,77 @@ def length_traces(
                        line={"color": color, "width": width})
         )
     return traces
+
+
+def plot_length_estimates(
+    estimates: Mapping[str, Mapping[int, Any]],
+    *,
+    train_len: int | None = None,
+    baseline: float | None = None,
+    baseline_label: str = "baseline",
+    ax: Any = None,
+    log_y: bool = False,
+    colors: Mapping[str, str] | None = None,
+    ylabel: str = "perplexity",
+    legend_cols: int = 3,
+) -> Any:
+    """Mean and interval against evaluation length, one line per scheme, intervals as bars.
+
+    Args:
+        estimates: ``{scheme: {length: Estimate}}`` (:class:`llmviz.evidence.Estimate`, or
+            anything with ``mean``, ``low`` and ``high``); an unresolved interval draws no bar.
+        train_len: a dashed vertical line at the training length.
+        baseline: a horizontal line (a model that does not depend on the length, e.g. an n-gram
+            scored on the same targets), labelled ``baseline_label``.
+        ax, log_y, colors: as in :func:`plot_length_curves`.
+        ylabel: the quantity drawn.
+        legend_cols: legend columns; the legend sits under the axes, so it stays legible when
+            the figure is shrunk to a phone's width.
+
+    Returns:
+        The Axes.
+    """
+    if not isinstance(estimates, Mapping) or not estimates:
+        raise ValueError("estimates must be a non-empty mapping {scheme: {length: Estimate}}")
+    check_positive_int(legend_cols, "legend_cols")
+    ax = get_ax(ax)
+    ticks: set[int] = set()
+    n = len(estimates)
+    for i, (name, by_length) in enumerate(estimates.items()):
+        if not isinstance(by_length, Mapping) or not by_length:
+            raise ValueError(f"estimates[{name!r}] must be a non-empty mapping length -> Estimate")
+        lengths = sorted(int(k) for k in by_length)
+        for k in by_length.values():
+            if not all(hasattr(k, a) for a in ("mean", "low", "high")):
+                raise TypeError(f"estimates[{name!r}] holds {type(k).__name__}; pass Estimates "
+                                "(mean, low, high)")
+        ticks.update(lengths)
+        means = np.array([by_length[L].mean for L in lengths], dtype=float)
+        low = np.array([by_length[L].low for L in lengths], dtype=float)
+        high = np.array([by_length[L].high for L in lengths], dtype=float)
+        ok = np.isfinite(low) & np.isfinite(high)
+        # spread the schemes a little along x so their bars do not hide each other
+        shift = 2.0 ** (0.06 * (i - (n - 1) / 2))
+        x = np.array(lengths, dtype=float) * shift
+        color = (colors or {}).get(name, PALETTE[i % len(PALETTE)])
+        ax.plot(x, means, marker="o", ms=4, color=color, label=str(name), lw=1.6)
+        if ok.any():
+            ax.errorbar(x[ok], means[ok], yerr=[means[ok] - low[ok], high[ok] - means[ok]],
+                        fmt="none", ecolor=color, elinewidth=1.2, capsize=2.5)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted(ticks), [str(t) for t in sorted(ticks)])
+    ax.minorticks_off()
+    if train_len is not None:
+        ax.axvline(train_len, color="#666", ls="--", lw=1, label=f"training length T={train_len}")
+    if baseline is not None:
+        if not math.isfinite(float(baseline)):
+            raise ValueError(f"baseline must be finite, got {baseline}")
+        ax.axhline(float(baseline), color="#222", ls=":", lw=1.6, label=baseline_label)
+    if log_y:
+        _plain_log_y(ax)
+    ax.set_xlabel("evaluation length (tokens)")
+    ax.set_ylabel(ylabel)
+    ax.legend(frameon=False, fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.16),
+              ncol=legend_cols)
+    ax.grid(alpha=0.3)
+    return ax

@@ -144,3 +144,36 @@ def test_log_axes_use_plain_numbers_and_legend_placement():
     assert ax2.get_legend().get_bbox_to_anchor().x0 < ax2.bbox.x1  # few entries: inside
     with pytest.raises(ValueError, match="legend='left' is not supported"):
         plot_length_curves({"a": {1: 1.0, 2: 2.0}}, legend="left")
+
+
+def test_plot_length_estimates_draws_means_bars_and_baseline():
+    import matplotlib.pyplot as plt
+
+    from llmviz.evidence import summarize
+    from llmviz.plots.training import plot_length_estimates
+
+    est = {"A": {64: summarize([2.0, 2.2, 2.1]), 128: summarize([2.5, 2.4, 2.6])},
+           "B": {64: summarize([3.0]), 128: summarize([3.1])}}  # B: no interval, no bar
+    fig, ax = plt.subplots()
+    plot_length_estimates(est, train_len=64, baseline=2.3, baseline_label="n-gram", ax=ax,
+                          colors={"A": "#123456"})
+    labels = ax.get_legend_handles_labels()[1]
+    assert labels[:2] == ["A", "B"] and "n-gram" in labels and "training length T=64" in labels
+    line_a = ax.get_lines()[0]
+    assert list(line_a.get_ydata()) == pytest.approx([2.1, 2.5])
+    assert line_a.get_color() == "#123456"
+    assert ax.get_xlabel() == "evaluation length (tokens)"
+    assert len(ax.collections) == 1  # one set of error bars: A's; B has none
+    plt.close(fig)
+
+
+def test_plot_length_estimates_bad_input():
+    from llmviz.plots.training import plot_length_estimates
+
+    with pytest.raises(ValueError, match="non-empty mapping"):
+        plot_length_estimates({})
+    with pytest.raises(TypeError, match="pass Estimates"):
+        plot_length_estimates({"A": {64: 2.0}})
+    with pytest.raises(ValueError, match="baseline must be finite"):
+        from llmviz.evidence import summarize
+        plot_length_estimates({"A": {64: summarize([1.0, 2.0])}}, baseline=float("nan"))
