@@ -11,14 +11,29 @@ parameters, Phi-3-small uses GeGLU, GPT-NeoX and GPT-J use RoPE (GPT-J and GPT-N
 parallel blocks), Mistral 7B is a dense model (Mixtral is the mixture of experts), and
 Llama 2 uses grouped-query attention only at 34B/70B (7B and 13B are plain multi-head).
 Models whose architecture is not published (GPT-4, Claude, ...) are left out rather than
-guessed. ``None`` marks a fact the source does not state.
+guessed. ``"unstated"`` marks a fact the source does not give (LaMDA's paper states neither its
+norm nor whether its blocks are serial or parallel); ``None`` a number it does not give.
+
+The ``block`` column tells the three layouts apart: serial, parallel with one shared norm
+(GPT-J, PaLM: ``x + Attn(N(x)) + FFN(N(x))``) and parallel with two norms reading the same
+input (GPT-NeoX, Falcon 40B: ``x + Attn(N1(x)) + FFN(N2(x))``). ``stability`` lists only what
+a source introduces for training stability; other departures from the recipe (Qwen's QKV bias,
+added for length extrapolation) go to ``extras``.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-__all__ = ["ZooEntry", "ZOO", "zoo_table"]
+__all__ = ["ZooEntry", "ZOO", "zoo_table", "BLOCKS", "SERIAL", "PARALLEL_ONE_NORM",
+           "PARALLEL_TWO_NORMS", "UNSTATED"]
+
+SERIAL = "serial"  # h = x + Attn(N1(x)); y = h + FFN(N2(h))
+PARALLEL_ONE_NORM = "parallel, one norm"  # y = x + Attn(N(x)) + FFN(N(x)): GPT-J, PaLM
+PARALLEL_TWO_NORMS = "parallel, two norms"  # y = x + Attn(N1(x)) + FFN(N2(x)): GPT-NeoX, Falcon 40B
+UNSTATED = "unstated"  # the source does not say
+#: The values of :attr:`ZooEntry.block`.
+BLOCKS = (SERIAL, PARALLEL_ONE_NORM, PARALLEL_TWO_NORMS, UNSTATED)
 
 
 @dataclass(frozen=True)
@@ -28,11 +43,11 @@ class ZooEntry:
     name: str  # model (size)
     year: int  # year of the paper / release
     norm: str  # "LayerNorm", "RMSNorm", "LayerNorm (no bias)", ...
-    parallel: bool  # GPT-J/PaLM style parallel attention + feed-forward
+    block: str  # "serial", "parallel, one norm" (GPT-J, PaLM), "parallel, two norms" (NeoX), "unstated"
     placement: str  # "post", "pre", "pre+post" (sandwich) or "post (sublayer output)"
     position: str  # "sinusoidal", "learned", "relative", "RoPE", "ALiBi"
     activation: str  # feed-forward: "ReLU", "GELU", "SwiGLU", "GeGLU", "squared ReLU"
-    stability: tuple[str, ...]  # z-loss, QK-norm, soft-capping, embedding norm, ...
+    stability: tuple[str, ...]  # tricks the source gives for training stability: z-loss, QK-norm, ...
     params_b: float  # parameters, billions
     n_layers: int | None  # decoder layers (encoder-decoder: per stack)
     d_model: int | None
@@ -40,10 +55,13 @@ class ZooEntry:
     n_kv_heads: int | None  # = n_heads for MHA; 1 = MQA
     attention: str  # "MHA", "MQA", "GQA", plus sliding window / local-global notes
     source: str  # where the facts come from
+    extras: tuple[str, ...] = ()  # other departures from the family recipe (e.g. QKV bias), with the reason given
 
 
-def _e(name, year, norm, parallel, placement, position, activation, stability, params_b,
-       n_layers, d_model, n_heads, n_kv_heads, source, attention=None) -> ZooEntry:
+def _e(name, year, norm, block, placement, position, activation, stability, params_b,
+       n_layers, d_model, n_heads, n_kv_heads, source, attention=None, extras=()) -> ZooEntry:
+    if block not in BLOCKS:
+        raise ValueError(f"block {block!r} of {name!r} must be one of {BLOCKS}")
     if attention is None:
         if n_kv_heads is None or n_heads is None:
             attention = "MHA"
@@ -53,99 +71,111 @@ def _e(name, year, norm, parallel, placement, position, activation, stability, p
             attention = "GQA"
         else:
             attention = "MHA"
-    return ZooEntry(name, year, norm, parallel, placement, position, activation, tuple(stability),
-                    params_b, n_layers, d_model, n_heads, n_kv_heads, attention, source)
+    return ZooEntry(name, year, norm, block, placement, position, activation, tuple(stability),
+                    params_b, n_layers, d_model, n_heads, n_kv_heads, attention, source,
+                    tuple(extras))
 
+
+# Qwen adds biases to the query/key/value projections only; Bai et al. 2023 (Section 2.2) give
+# length extrapolation as the reason, not training stability, and Qwen2 keeps them.
+_QKV_BIAS = "QKV bias (for length extrapolation)"
 
 #: The corrected model table, oldest first.
 ZOO: tuple[ZooEntry, ...] = (
-    _e("Transformer (big)", 2017, "LayerNorm", False, "post", "sinusoidal", "ReLU", (), 0.213,
+    _e("Transformer (big)", 2017, "LayerNorm", SERIAL, "post", "sinusoidal", "ReLU", (), 0.213,
        6, 1024, 16, 16, "Vaswani et al. 2017, Table 3 (encoder-decoder; 6 layers per stack)"),
-    _e("GPT", 2018, "LayerNorm", False, "post", "learned", "GELU", (), 0.117,
+    _e("GPT", 2018, "LayerNorm", SERIAL, "post", "learned", "GELU", (), 0.117,
        12, 768, 12, 12, "Radford et al. 2018"),
-    _e("GPT-2 (1.5B)", 2019, "LayerNorm", False, "pre", "learned", "GELU", (), 1.5,
+    _e("GPT-2 (1.5B)", 2019, "LayerNorm", SERIAL, "pre", "learned", "GELU", (), 1.5,
        48, 1600, 25, 25, "Radford et al. 2019; HF gpt2-xl config"),
-    _e("T5 (11B)", 2019, "RMSNorm", False, "pre", "relative", "ReLU", (), 11.0,
+    _e("T5 (11B)", 2019, "RMSNorm", SERIAL, "pre", "relative", "ReLU", (), 11.0,
        24, 1024, 128, 128, "Raffel et al. 2020 (scale-only LayerNorm without mean subtraction; "
        "relative position buckets; encoder-decoder)"),
-    _e("GPT-3 (175B)", 2020, "LayerNorm", False, "pre", "learned", "GELU", (), 175.0,
+    _e("GPT-3 (175B)", 2020, "LayerNorm", SERIAL, "pre", "learned", "GELU", (), 175.0,
        96, 12288, 96, 96, "Brown et al. 2020, Table 2.1",
        attention="MHA, alternating dense and locally banded sparse"),
-    _e("T5 v1.1 (XXL)", 2020, "RMSNorm", False, "pre", "relative", "GeGLU", (), 11.0,
+    _e("T5 v1.1 (XXL)", 2020, "RMSNorm", SERIAL, "pre", "relative", "GeGLU", (), 11.0,
        24, 4096, 64, 64, "Google T5 v1.1 release notes; HF google/t5-v1_1-xxl config"),
-    _e("mT5 (XXL)", 2020, "RMSNorm", False, "pre", "relative", "GeGLU", (), 13.0,
+    _e("mT5 (XXL)", 2020, "RMSNorm", SERIAL, "pre", "relative", "GeGLU", (), 13.0,
        24, 4096, 64, 64, "Xue et al. 2021 (T5 v1.1 recipe)"),
-    _e("GPT-J (6B)", 2021, "LayerNorm", True, "pre", "RoPE", "GELU", (), 6.05,
+    _e("GPT-J (6B)", 2021, "LayerNorm", PARALLEL_ONE_NORM, "pre", "RoPE", "GELU", (), 6.05,
        28, 4096, 16, 16, "Wang & Komatsuzaki 2021; HF EleutherAI/gpt-j-6b config "
        "(RoPE on 64 of 256 head dims)"),
-    _e("Gopher (280B)", 2021, "RMSNorm", False, "pre", "relative", "GELU", (), 280.0,
+    _e("Gopher (280B)", 2021, "RMSNorm", SERIAL, "pre", "relative", "GELU", (), 280.0,
        80, 16384, 128, 128, "Rae et al. 2021, Table 1 (GPT-2 recipe with RMSNorm and "
        "Transformer-XL relative positions)"),
-    _e("LaMDA (137B)", 2022, "unstated", False, "unstated", "relative", "GeGLU", (), 137.0,
-       64, 8192, 128, 128, "Thoppilan et al. 2022 (T5 relative attention, gated GELU)"),
-    _e("GPT-NeoX (20B)", 2022, "LayerNorm", True, "pre", "RoPE", "GELU", (), 20.0,
-       44, 6144, 64, 64, "Black et al. 2022 (RoPE on 25% of head dims)"),
-    _e("OPT (175B)", 2022, "LayerNorm", False, "pre", "learned", "ReLU", (), 175.0,
+    _e("LaMDA (137B)", 2022, UNSTATED, UNSTATED, UNSTATED, "relative", "GeGLU", (), 137.0,
+       64, 8192, 128, 128, "Thoppilan et al. 2022 (T5 relative attention, gated GELU; norm, "
+       "its placement and serial/parallel not stated)"),
+    _e("GPT-NeoX (20B)", 2022, "LayerNorm", PARALLEL_TWO_NORMS, "pre", "RoPE", "GELU", (), 20.0,
+       44, 6144, 64, 64, "Black et al. 2022 (RoPE on 25% of head dims; input_layernorm and "
+       "post_attention_layernorm both read x, use_parallel_residual)"),
+    _e("OPT (175B)", 2022, "LayerNorm", SERIAL, "pre", "learned", "ReLU", (), 175.0,
        96, 12288, 96, 96, "Zhang et al. 2022, Table 1"),
-    _e("BLOOM (176B)", 2022, "LayerNorm", False, "pre", "ALiBi", "GELU", ("embedding LayerNorm",),
+    _e("BLOOM (176B)", 2022, "LayerNorm", SERIAL, "pre", "ALiBi", "GELU", ("embedding LayerNorm",),
        176.0, 70, 14336, 112, 112, "BigScience Workshop 2022; HF bigscience/bloom config"),
-    _e("PaLM (540B)", 2022, "LayerNorm (no bias)", True, "pre", "RoPE", "SwiGLU", ("z-loss",),
-       540.0, 118, 18432, 48, 1, "Chowdhery et al. 2022, Table 1 and Section 2"),
-    _e("Chinchilla (70B)", 2022, "RMSNorm", False, "pre", "relative", "GELU", (), 70.0,
+    _e("PaLM (540B)", 2022, "LayerNorm (no bias)", PARALLEL_ONE_NORM, "pre", "RoPE", "SwiGLU", ("z-loss",),
+       540.0, 118, 18432, 48, 1, "Chowdhery et al. 2022, Table 1 and Section 2 (parallel "
+       "layers: y = x + MLP(LN(x)) + Attention(LN(x)), one LayerNorm)"),
+    _e("Chinchilla (70B)", 2022, "RMSNorm", SERIAL, "pre", "relative", "GELU", (), 70.0,
        80, 8192, 64, 64, "Hoffmann et al. 2022, Table 4 (Gopher architecture)"),
-    _e("LLaMA (65B)", 2023, "RMSNorm", False, "pre", "RoPE", "SwiGLU", (), 65.2,
+    _e("LLaMA (65B)", 2023, "RMSNorm", SERIAL, "pre", "RoPE", "SwiGLU", (), 65.2,
        80, 8192, 64, 64, "Touvron et al. 2023a, Table 2"),
-    _e("Llama 2 (7B)", 2023, "RMSNorm", False, "pre", "RoPE", "SwiGLU", (), 6.74,
+    _e("Llama 2 (7B)", 2023, "RMSNorm", SERIAL, "pre", "RoPE", "SwiGLU", (), 6.74,
        32, 4096, 32, 32, "Touvron et al. 2023b; HF meta-llama/Llama-2-7b-hf config"),
-    _e("Llama 2 (13B)", 2023, "RMSNorm", False, "pre", "RoPE", "SwiGLU", (), 13.0,
+    _e("Llama 2 (13B)", 2023, "RMSNorm", SERIAL, "pre", "RoPE", "SwiGLU", (), 13.0,
        40, 5120, 40, 40, "Touvron et al. 2023b; HF meta-llama/Llama-2-13b-hf config"),
-    _e("Llama 2 (34B)", 2023, "RMSNorm", False, "pre", "RoPE", "SwiGLU", (), 34.0,
+    _e("Llama 2 (34B)", 2023, "RMSNorm", SERIAL, "pre", "RoPE", "SwiGLU", (), 34.0,
        48, 8192, 64, 8, "Touvron et al. 2023b, Table 1 (GQA for 34B/70B; model not released; "
        "shape of Code Llama 34B, Roziere et al. 2023)"),
-    _e("Llama 2 (70B)", 2023, "RMSNorm", False, "pre", "RoPE", "SwiGLU", (), 69.0,
+    _e("Llama 2 (70B)", 2023, "RMSNorm", SERIAL, "pre", "RoPE", "SwiGLU", (), 69.0,
        80, 8192, 64, 8, "Touvron et al. 2023b; HF meta-llama/Llama-2-70b-hf config"),
-    _e("Qwen (14B)", 2023, "RMSNorm", False, "pre", "RoPE", "SwiGLU", (), 14.0,
-       40, 5120, 40, 40, "Bai et al. 2023, Table 1"),
-    _e("Falcon (40B)", 2023, "LayerNorm", True, "pre", "RoPE", "GELU", (), 40.0,
-       60, 8192, 128, 8, "Almazrouei et al. 2023; HF tiiuae/falcon-40b config"),
-    _e("Mistral (7B)", 2023, "RMSNorm", False, "pre", "RoPE", "SwiGLU", (), 7.24,
+    _e("Qwen (14B)", 2023, "RMSNorm", SERIAL, "pre", "RoPE", "SwiGLU", (), 14.0,
+       40, 5120, 40, 40, "Bai et al. 2023, Table 1 and Section 2.2 (biases only in QKV)",
+       extras=(_QKV_BIAS,)),
+    _e("Falcon (40B)", 2023, "LayerNorm", PARALLEL_TWO_NORMS, "pre", "RoPE", "GELU", (), 40.0,
+       60, 8192, 128, 8, "Almazrouei et al. 2023; HF tiiuae/falcon-40b config "
+       "(new_decoder_architecture: ln_attn and ln_mlp, two norms on the same input)"),
+    _e("Mistral (7B)", 2023, "RMSNorm", SERIAL, "pre", "RoPE", "SwiGLU", (), 7.24,
        32, 4096, 32, 8, "Jiang et al. 2023, Table 1 (dense; Mixtral is the MoE)",
        attention="GQA + sliding window 4096"),
-    _e("Mixtral (8x7B)", 2024, "RMSNorm", False, "pre", "RoPE", "SwiGLU (MoE, 8 experts, top-2)",
+    _e("Mixtral (8x7B)", 2024, "RMSNorm", SERIAL, "pre", "RoPE", "SwiGLU (MoE, 8 experts, top-2)",
        (), 46.7, 32, 4096, 32, 8, "Jiang et al. 2024 (12.9B active parameters per token)"),
-    _e("OLMo (7B)", 2024, "LayerNorm (non-parametric)", False, "pre", "RoPE", "SwiGLU", (), 6.9,
+    _e("OLMo (7B)", 2024, "LayerNorm (non-parametric)", SERIAL, "pre", "RoPE", "SwiGLU", (), 6.9,
        32, 4096, 32, 32, "Groeneveld et al. 2024, Table 1"),
-    _e("DeepSeek LLM (67B)", 2024, "RMSNorm", False, "pre", "RoPE", "SwiGLU", (), 67.0,
+    _e("DeepSeek LLM (67B)", 2024, "RMSNorm", SERIAL, "pre", "RoPE", "SwiGLU", (), 67.0,
        95, 8192, 64, 8, "DeepSeek-AI 2024, Table 2"),
-    _e("Yi (34B)", 2024, "RMSNorm", False, "pre", "RoPE", "SwiGLU", (), 34.0,
+    _e("Yi (34B)", 2024, "RMSNorm", SERIAL, "pre", "RoPE", "SwiGLU", (), 34.0,
        60, 7168, 56, 8, "Young et al. 2024, Table 1"),
-    _e("Gemma 2 (27B)", 2024, "RMSNorm", False, "pre+post", "RoPE", "GeGLU",
+    _e("Gemma 2 (27B)", 2024, "RMSNorm", SERIAL, "pre+post", "RoPE", "GeGLU",
        ("logit soft-capping", "pre+post norm"), 27.2, 46, 4608, 32, 16,
        "Gemma Team 2024, Table 1; HF google/gemma-2-27b config",
        attention="GQA, alternating local (4096) / global"),
-    _e("Phi-3-small (7B)", 2024, "LayerNorm", False, "pre", "RoPE", "GeGLU", (), 7.4,
+    _e("Phi-3-small (7B)", 2024, "LayerNorm", SERIAL, "pre", "RoPE", "GeGLU", (), 7.4,
        32, 4096, 32, 8, "Abdin et al. 2024; HF microsoft/Phi-3-small-8k-instruct config",
        attention="GQA, alternating dense / block-sparse"),
-    _e("Llama 3 (70B)", 2024, "RMSNorm", False, "pre", "RoPE", "SwiGLU", (), 70.6,
+    _e("Llama 3 (70B)", 2024, "RMSNorm", SERIAL, "pre", "RoPE", "SwiGLU", (), 70.6,
        80, 8192, 64, 8, "Dubey et al. 2024, Table 3 (RoPE base 500000)"),
-    _e("Nemotron-4 (340B)", 2024, "LayerNorm", False, "pre", "RoPE", "squared ReLU", (), 340.0,
+    _e("Nemotron-4 (340B)", 2024, "LayerNorm", SERIAL, "pre", "RoPE", "squared ReLU", (), 340.0,
        96, 18432, 96, 8, "NVIDIA 2024, Nemotron-4 340B technical report, Table 1"),
-    _e("Qwen2 (72B)", 2024, "RMSNorm", False, "pre", "RoPE", "SwiGLU", ("QKV bias",), 72.7,
-       80, 8192, 64, 8, "Yang et al. 2024, Table 1"),
-    _e("OLMo 2 (7B)", 2024, "RMSNorm", False, "post (sublayer output)", "RoPE", "SwiGLU",
+    _e("Qwen2 (72B)", 2024, "RMSNorm", SERIAL, "pre", "RoPE", "SwiGLU", (), 72.7,
+       80, 8192, 64, 8, "Yang et al. 2024, Table 1 and Section 2.2 (QKV bias kept from Qwen)",
+       extras=(_QKV_BIAS,)),
+    _e("OLMo 2 (7B)", 2024, "RMSNorm", SERIAL, "post (sublayer output)", "RoPE", "SwiGLU",
        ("z-loss", "QK-norm"), 7.3, 32, 4096, 32, 32,
        "OLMo et al. 2024 (norm on attention/MLP outputs inside the residual)"),
-    _e("Gemma 3 (27B)", 2025, "RMSNorm", False, "pre+post", "RoPE", "GeGLU",
+    _e("Gemma 3 (27B)", 2025, "RMSNorm", SERIAL, "pre+post", "RoPE", "GeGLU",
        ("QK-norm", "pre+post norm"), 27.0, 62, 5376, 32, 16,
        "Gemma Team 2025; HF google/gemma-3-27b-pt config",
        attention="GQA, 5 local (1024) : 1 global"),
-    _e("SmolLM2 (1.7B)", 2025, "RMSNorm", False, "pre", "RoPE", "SwiGLU", (), 1.7,
+    _e("SmolLM2 (1.7B)", 2025, "RMSNorm", SERIAL, "pre", "RoPE", "SwiGLU", (), 1.7,
        24, 2048, 32, 32, "Allal et al. 2025; HF HuggingFaceTB/SmolLM2-1.7B config"),
 )
 
 
 def zoo_table(entries: tuple[ZooEntry, ...] | None = None):
-    """The zoo as a ``pandas.DataFrame`` (one row per model, columns = :class:`ZooEntry` fields).
+    """The zoo as a ``pandas.DataFrame`` (one row per model, columns = :class:`ZooEntry` fields;
+    the tuples ``stability`` and ``extras`` are joined with ", ").
 
     Adds two derived columns: ``aspect`` (d_model / n_layers) and ``d_model_per_head``
     (d_model / n_heads; the real head size differs in a few models, e.g. PaLM 540B uses 256).
@@ -155,6 +185,7 @@ def zoo_table(entries: tuple[ZooEntry, ...] | None = None):
     rows = [asdict(e) for e in (ZOO if entries is None else entries)]
     for r in rows:
         r["stability"] = ", ".join(r["stability"])
+        r["extras"] = ", ".join(r["extras"])
     df = pd.DataFrame(rows, columns=[f.name for f in fields(ZooEntry)])
     df["aspect"] = df["d_model"] / df["n_layers"]
     df["d_model_per_head"] = df["d_model"] / df["n_heads"]

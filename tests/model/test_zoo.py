@@ -6,7 +6,17 @@ import pytest
 
 from llmviz.analysis import count_parameters
 from llmviz.model.presets import preset
-from llmviz.model.zoo import ZOO, ZooEntry, zoo_table
+from llmviz.model.zoo import (
+    BLOCKS,
+    PARALLEL_ONE_NORM,
+    PARALLEL_TWO_NORMS,
+    SERIAL,
+    UNSTATED,
+    ZOO,
+    ZooEntry,
+    _e,
+    zoo_table,
+)
 
 
 def _row(df, name):
@@ -21,7 +31,7 @@ def test_table_shape_and_sources():
     assert df["name"].is_unique
     assert df["source"].str.len().min() > 10  # every row cites something
     assert (df["year"].diff().dropna() >= 0).all()  # oldest first
-    assert set(df.columns) >= {"norm", "parallel", "placement", "position", "activation",
+    assert set(df.columns) >= {"norm", "block", "extras", "placement", "position", "activation",
                                "stability", "params_b", "n_layers", "d_model", "n_heads",
                                "n_kv_heads", "aspect"}
 
@@ -31,12 +41,12 @@ def test_errata_corrections():
     gpt2 = df[df["name"].str.startswith("GPT-2")]
     assert len(gpt2) == 1 and gpt2.iloc[0]["year"] == 2019 and gpt2.iloc[0]["norm"] == "LayerNorm"
     bloom = _row(df, "BLOOM (176B)")
-    assert not bloom["parallel"] and bloom["params_b"] == 176.0 and bloom["position"] == "ALiBi"
+    assert bloom["block"] == SERIAL and bloom["params_b"] == 176.0 and bloom["position"] == "ALiBi"
     assert _row(df, "Phi-3-small (7B)")["activation"] == "GeGLU"
     neox = _row(df, "GPT-NeoX (20B)")
-    assert neox["position"] == "RoPE" and neox["parallel"]
+    assert neox["position"] == "RoPE" and neox["block"] == PARALLEL_TWO_NORMS
     gptj = _row(df, "GPT-J (6B)")
-    assert gptj["position"] == "RoPE" and gptj["parallel"]
+    assert gptj["position"] == "RoPE" and gptj["block"] == PARALLEL_ONE_NORM
     assert "MoE" not in _row(df, "Mistral (7B)")["activation"]
     for size, attn in (("7B", "MHA"), ("13B", "MHA"), ("34B", "GQA"), ("70B", "GQA")):
         assert _row(df, f"Llama 2 ({size})")["attention"] == attn
@@ -69,3 +79,27 @@ def test_entries_are_frozen_and_subset_table():
         ZOO[0].year = 2000
     df = zoo_table(ZOO[:3])
     assert len(df) == 3 and isinstance(ZOO[0], ZooEntry)
+
+
+def test_block_column_tells_the_parallel_layouts_apart():
+    df = zoo_table()
+    assert set(df["block"]) <= set(BLOCKS)
+    by_block = df.groupby("block")["name"].apply(set)
+    assert by_block[PARALLEL_ONE_NORM] == {"GPT-J (6B)", "PaLM (540B)"}
+    assert by_block[PARALLEL_TWO_NORMS] == {"GPT-NeoX (20B)", "Falcon (40B)"}
+    # LaMDA's paper states neither its norm nor its block layout: unknown, not "serial"
+    lamda = _row(df, "LaMDA (137B)")
+    assert lamda["block"] == UNSTATED and lamda["norm"] == UNSTATED
+
+
+def test_qkv_bias_is_not_filed_as_a_stability_trick():
+    df = zoo_table()
+    assert not df["stability"].str.contains("bias").any()
+    with_bias = set(df.loc[df["extras"].str.contains("QKV bias"), "name"])
+    assert with_bias == {"Qwen (14B)", "Qwen2 (72B)"}  # Qwen had it before Qwen2
+
+
+def test_unknown_block_layout_is_refused():
+    with pytest.raises(ValueError, match="block 'parallel' of 'X' must be one of"):
+        _e("X", 2020, "RMSNorm", "parallel", "pre", "RoPE", "SwiGLU", (), 1.0,
+           2, 8, 2, 2, "nowhere in particular")
