@@ -62,27 +62,41 @@ def architecture_frame(
                           mode="lines", xaxis="x2", yaxis="y2", name="Llama-2-7B shape (MHA)",
                           line={"color": "#999", "dash": "dot"})
     flops = flops_per_token(c, seq_len=4096)
-    title = (f"{counts['total'] / 1e9:.2f} B params (head dim {c.head_dim}, aspect C/L "
-             f"{d_model / n_layers:.0f}) · training {flops / 1e9:.1f} GFLOP/token at T=4096 · "
-             f"KV cache {kv_cache_bytes_for(c, 4096) / 2**30:.2f} GiB at T=4096")
+    # three short lines: a phone-width figure (about 420 px) shows each line whole
+    title = (f"{counts['total'] / 1e9:.2f} B params · head dim {c.head_dim} · C/L "
+             f"{d_model / n_layers:.0f}<br>training {flops / 1e9:.1f} GFLOP/token at T=4096"
+             f"<br>KV cache {kv_cache_bytes_for(c, 4096) / 2**30:.2f} GiB at T=4096")
     return Frame(traces=[bars, line, ref_line], layout={"title.text": title})
 
 
+#: Depths on the static grid: 32 is the Llama 2 7B (and Mistral 7B) shape.
+_LAYERS = (6, 12, 24, 32, 48, 96)
+
+
 def architecture_explorer(*, vocab_size: int = 32000) -> Explorer:
-    """Sliders: layers, d_model, heads, kv heads (MHA / GQA-8 / MQA); bf16 cache, batch 1."""
+    """Sliders: layers, d_model, heads, kv heads (MHA / GQA-8 / MQA); bf16 cache, batch 1.
+
+    The static grid reaches the Llama 2 7B shape (32 layers, width 4096, 32 heads).
+    """
+    # the two panels are stacked, not side by side, so that neither squeezes the other's axis
+    # titles at phone width; the title has its own band above the top panel
     layout = {
-        "xaxis": {"domain": [0, 0.42], "title": {"text": "component"}},
-        "yaxis": {"type": "log", "range": [-4, 3], "title": {"text": "parameters (billions)"}},
-        "xaxis2": {"domain": [0.55, 1], "type": "log", "title": {"text": "context T (tokens)"}},
-        "yaxis2": {"type": "log", "range": [-4, 3.5], "anchor": "x2",
-                   "title": {"text": "KV cache (GiB, bf16, batch 1)"}},
-        "legend": {"x": 0.56, "y": 1.0},
-        "title": {"font": {"size": 12}},
+        "xaxis": {"domain": [0, 1], "anchor": "y", "title": {"text": "component"}},
+        "yaxis": {"domain": [0.6, 1], "type": "log", "range": [-4, 3],
+                  "title": {"text": "params (B)"}},
+        "xaxis2": {"domain": [0, 1], "anchor": "y2", "type": "log",
+                   "title": {"text": "context T (tokens); bf16 cache, batch 1"}},
+        "yaxis2": {"domain": [0, 0.38], "type": "log", "range": [-4, 3.5], "anchor": "x2",
+                   "title": {"text": "KV cache (GiB)"}},
+        "legend": {"x": 0.01, "y": 0.38, "yanchor": "top", "bgcolor": "rgba(255,255,255,0.6)"},
+        "title": {"font": {"size": 12}, "y": 0.98, "yanchor": "top"},
+        "height": 960,
+        "margin": {"t": 100, "b": 70 + 70 * 4, "l": 60, "r": 20},
     }
     return Explorer(
         architecture_frame,
         [
-            Control("n_layers", (6, 12, 24, 48, 96), default=24, label="layers L", live=(1, 128, 1)),
+            Control("n_layers", _LAYERS, default=24, label="layers L", live=(1, 128, 1)),
             Control("d_model", (512, 1024, 2048, 4096, 8192), default=2048, label="width C"),
             Control("n_heads", (8, 16, 32, 64), default=16, label="heads H"),
             Control("kv", tuple(_KV), default="MHA", label="kv heads"),

@@ -33,6 +33,24 @@ def test_architecture_explorer_grid():
     assert counts == {3}
 
 
+def test_architecture_explorer_reaches_llama2_7b_and_fits_a_phone():
+    from llmviz.explore._render import unflatten
+
+    ex = architecture_explorer()
+    llama = {"n_layers": 32, "d_model": 4096, "n_heads": 32, "kv": "MHA"}
+    assert llama in [{k: p[k] for k in llama} for p in ex.grid()]  # reachable on the static face
+    fig, spec = ex.static_figure()
+    assert len(spec["ranges"]) == 6 * 5 * 4 * 3
+    # the title comes in short lines (no line wider than a phone-width figure can show)
+    title = unflatten(ex.frame(**llama).layout)["title"]["text"]
+    lines = title.split("<br>")
+    assert len(lines) == 3 and max(len(line) for line in lines) <= 48, lines
+    # the two panels are stacked without overlap, each spanning the full width
+    lay = fig.layout
+    assert tuple(lay.xaxis.domain) == (0, 1) and tuple(lay.xaxis2.domain) == (0, 1)
+    assert lay.yaxis2.domain[1] < lay.yaxis.domain[0]
+
+
 def test_sampling_frame_matches_library():
     logits = torch.tensor([2.0, 1.0, 0.5, 0.0, -1.0])
     f = sampling_frame(temperature=0.5, top_k=0, top_p=0.8, min_p=0.0, logits=logits)
