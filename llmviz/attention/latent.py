@@ -22,6 +22,10 @@ attention. The score of head h is ``q_nope_h . k_nope_h + q_rope_h . k_rope``, s
 
 **The cache** (:class:`LatentCache`) holds per token the latent c and the rotated rope key: r + dr
 numbers (576 in DeepSeek-V3) instead of ``H (dn + dr + dv)`` for the expanded keys and values.
+Inside a :class:`~llmviz.model.lm.DecoderLM` the model's :class:`~llmviz.attention.kv_cache.KVCache`
+holds them through :class:`LatentSlots`: the layer's key slot holds the latents ``(B, 1, S, r)``
+and its value slot the rope keys ``(B, 1, S, dr)``, so the cache's bytes are exactly the latent
+cache's, and hybrid stacks keep one cache for every layer.
 
 **Absorption.** Because ``q_nope_h . (W_uk_h c) = (W_uk_h^T q_nope_h) . c``, the query can be
 carried into latent space once (``q_lat_h = W_uk_h^T q_nope_h``, width r) and the scores taken
@@ -47,8 +51,9 @@ from ..position.rope import LAYOUTS
 from ..position.rope_scaling import RopeScaling
 from ..position.rotary import RotaryEmbedding
 from .functional import scaled_dot_product_attention
+from .kv_cache import KVCache
 
-__all__ = ["LatentCache", "MultiHeadLatentAttention", "default_scale"]
+__all__ = ["LatentCache", "LatentSlots", "MultiHeadLatentAttention", "default_scale"]
 
 
 class LatentCache:
@@ -105,6 +110,35 @@ class LatentCache:
 
     def __repr__(self) -> str:
         return f"LatentCache(layers={len(self)}, length={self.length()}, nbytes={self.nbytes()})"
+
+
+class LatentSlots(LatentCache):
+    """A :class:`LatentCache` view of a model's :class:`~llmviz.attention.kv_cache.KVCache`: a
+    layer's latents ``(B, S, r)`` live in its key slot as ``(B, 1, S, r)``, its rope keys in the
+    value slot as ``(B, 1, S, dr)`` (one "kv head"). Nothing is stored in the view itself."""
+
+    def __init__(self, cache: KVCache) -> None:
+        if not isinstance(cache, KVCache):
+            raise TypeError(f"LatentSlots wraps a KVCache, got {type(cache).__name__}")
+        self.cache = cache
+
+    def __len__(self) -> int:
+        return len(self.cache)
+
+    def update(self, layer_idx: int, latent: torch.Tensor, rope_key: torch.Tensor):
+        check_tensor(latent, "latent", ndim=3)
+        check_tensor(rope_key, "rope_key", ndim=3)
+        c, k = self.cache.update(layer_idx, latent[:, None], rope_key[:, None])  # (B, 1, S, .)
+        return c[:, 0], k[:, 0]
+
+    def length(self, layer_idx: int = 0) -> int:
+        return self.cache.length(layer_idx)
+
+    def nbytes(self) -> int:
+        return self.cache.nbytes()
+
+    def reset(self) -> None:
+        self.cache.reset()
 
 
 def default_scale(qk_head_dim: int, rope_scaling: RopeScaling | None = None) -> float:
@@ -245,7 +279,8 @@ class MultiHeadLatentAttention(nn.Module):
         check_dtype_matches(x, self.kv_b_proj.weight, "MultiHeadLatentAttention")
         if cache is not None and not isinstance(cache, LatentCache):
             raise TypeError(f"cache must be a LatentCache (MLA caches latents, not keys and values), "
-                            f"got {type(cache).__name__}")
+                            f"got {type(cache).__name__}; inside a model wrap its KVCache as "
+                            "LatentSlots(cache)")
         q_nope, q_rope = self.queries(x)
         c, k_rope = self.latents(x)
         offset = cache.length(layer_idx) if cache is not None else 0

@@ -82,6 +82,13 @@ class TransformerBlock(nn.Module):
             ``linear_key_heads`` query/key heads of width ``linear_head_dim`` and a
             ``linear_conv_kernel``-tap convolution. It keeps a fixed-size state in the cache
             instead of keys and values, and has no attention weights (``None`` is returned).
+        moe: keyword arguments of :class:`llmviz.moe.MoELayer` (without ``d_model``) to make the
+            feed-forward a mixture of experts (``mlp.gate``, ``mlp.experts``,
+            ``mlp.shared_experts``); None = the dense ``ffn``. After each forward the layer's
+            routing is in :attr:`moe_info` (a :class:`llmviz.moe.MoEInfo`).
+        mla: keyword arguments of :class:`llmviz.attention.latent.MultiHeadLatentAttention`
+            (without ``d_model``, ``n_heads``) to make ``self_attn`` latent attention (DeepSeek);
+            its cache slot holds the latents and rope keys instead of keys and values.
 
     Submodules follow Hugging Face Llama where they can: ``self_attn`` (``q_proj`` ...),
     ``mlp`` (``gate_proj``, ``up_proj``, ``down_proj``); norms are ``attn_norm`` and
@@ -123,6 +130,8 @@ class TransformerBlock(nn.Module):
         linear_key_heads: int | None = None,
         linear_head_dim: int | None = None,
         linear_conv_kernel: int = 4,
+        moe: dict | None = None,
+        mla: dict | None = None,
     ) -> None:
         super().__init__()
         check_choice(placement, "placement", PLACEMENTS)
@@ -137,7 +146,11 @@ class TransformerBlock(nn.Module):
         self.alpha = float(deepnorm_alpha) if placement == "deepnorm" else 1.0
         self.mixer = mixer
         self.self_attn = self.linear_attn = None
-        if mixer == "attention":
+        if mixer == "attention" and mla is not None:
+            from ..attention.latent import MultiHeadLatentAttention
+
+            self.self_attn = MultiHeadLatentAttention(d_model, n_heads, **mla)
+        elif mixer == "attention":
             self.self_attn = MultiHeadAttention(
                 d_model, n_heads, n_kv_heads=n_kv_heads, head_dim=head_dim,
                 bias=bias if attn_bias is None else attn_bias, rope=rope, alibi=alibi,
@@ -153,7 +166,14 @@ class TransformerBlock(nn.Module):
                 d_model, heads, width, n_k_heads=linear_key_heads, conv_kernel=linear_conv_kernel,
                 eps=norm_eps,
             )
-        self.mlp = make_ffn(ffn, d_model, d_ff, activation=activation, bias=bias)
+        self.moe_info = None
+        self._moe, self.latent = moe is not None, mla is not None and mixer == "attention"
+        if moe is not None:
+            from ..moe import MoELayer
+
+            self.mlp = MoELayer(d_model, **moe)
+        else:
+            self.mlp = make_ffn(ffn, d_model, d_ff, activation=activation, bias=bias)
         self.attn_norm = make_norm(norm, d_model, eps=norm_eps)
         self.ffn_norm = None if parallel else make_norm(norm, d_model, eps=norm_eps)
         if placement == "sandwich":
@@ -181,11 +201,54 @@ class TransformerBlock(nn.Module):
             output_gate=config.attn_output_gate, mixer=config.mixer_for(layer_idx),
             linear_heads=config.linear_heads, linear_key_heads=config.linear_key_heads,
             linear_head_dim=config.linear_head_dim, linear_conv_kernel=config.linear_conv_kernel,
+            moe=cls._moe_kwargs(config) if config.is_moe_layer(layer_idx) else None,
+            mla=cls._mla_kwargs(config) if config.attn_kind == "mla" else None,
         )
+
+    @staticmethod
+    def _moe_kwargs(c: ModelConfig) -> dict:
+        return dict(
+            n_experts=c.n_experts, top_k=c.experts_top_k, d_expert=c.expert_d_ff,
+            n_shared=c.n_shared_experts, d_shared=c.shared_expert_d_ff,
+            activation=c.activation or "silu", score=c.moe_score, normalize=c.moe_normalize,
+            scaling=c.moe_scaling, n_groups=c.moe_n_groups, topk_groups=c.moe_topk_groups,
+            bias_balancing=c.moe_bias_balancing, bias_rate=c.moe_bias_rate,
+            capacity_factor=c.moe_capacity_factor, shared_gate=c.shared_expert_gate,
+            router_bias=c.router_bias, expert_bias=c.expert_bias, glu=c.expert_glu,
+            glu_alpha=c.expert_glu_alpha, glu_limit=c.expert_glu_limit,
+        )
+
+    @staticmethod
+    def _mla_kwargs(c: ModelConfig) -> dict:
+        return dict(
+            kv_lora_rank=c.kv_lora_rank, qk_nope_head_dim=c.qk_nope_head_dim,
+            qk_rope_head_dim=c.qk_rope_head_dim, v_head_dim=c.v_head_dim, q_lora_rank=c.q_lora_rank,
+            rope_base=c.rope_base, rope_layout=c.rope_layout, rope_scaling=c.rope_scaling,
+            scale=c.attn_scale, bias=c.attn_bias, norm_eps=c.norm_eps,
+        )
+
+    @property
+    def is_moe(self) -> bool:
+        """Whether the feed-forward is a mixture of experts."""
+        return self._moe
+
+    def _ffn(self, h: torch.Tensor) -> torch.Tensor:
+        if not self.is_moe:
+            return self.mlp(h)
+        out, self.moe_info = self.mlp(h, return_info=True)
+        return out
 
     def _attn(self, h: torch.Tensor, attn_kwargs: dict, return_weights: bool):
         if self.linear_attn is not None:
             return self._linear(h, attn_kwargs), None
+        if self.latent:  # latent attention: no score bias to add
+            if attn_kwargs["score_bias"] is not None:
+                raise ValueError("latent attention (attn_kind='mla') takes no score_bias")
+            attn_kwargs = {k: v for k, v in attn_kwargs.items() if k != "score_bias"}
+            if attn_kwargs["cache"] is not None:
+                from ..attention.latent import LatentSlots
+
+                attn_kwargs["cache"] = LatentSlots(attn_kwargs["cache"])
         if return_weights:
             return self.self_attn(h, return_weights=True, **attn_kwargs)
         return self.self_attn(h, **attn_kwargs), None
@@ -213,7 +276,7 @@ class TransformerBlock(nn.Module):
         if self.parallel:
             h = x if p == "post" else self.attn_norm(x)
             a, weights = self._attn(h, kw, return_weights)
-            f = self.mlp(h)
+            f = self._ffn(h)
             if p == "sandwich":
                 a, f = self.post_attn_norm(a), self.post_ffn_norm(f)
             y = x + self.drop(a) + self.drop(f)
@@ -222,17 +285,17 @@ class TransformerBlock(nn.Module):
         elif p in ("post", "deepnorm"):
             a, weights = self._attn(x, kw, return_weights)
             h = self.attn_norm(self.alpha * x + self.drop(a))
-            y = self.ffn_norm(self.alpha * h + self.drop(self.mlp(h)))
+            y = self.ffn_norm(self.alpha * h + self.drop(self._ffn(h)))
         elif p == "post_sublayer":
             a, weights = self._attn(x, kw, return_weights)
             h = x + self.drop(self.attn_norm(a))
-            y = h + self.drop(self.ffn_norm(self.mlp(h)))
+            y = h + self.drop(self.ffn_norm(self._ffn(h)))
         else:  # pre, sandwich
             a, weights = self._attn(self.attn_norm(x), kw, return_weights)
             if p == "sandwich":
                 a = self.post_attn_norm(a)
             h = x + self.drop(a)
-            f = self.mlp(self.ffn_norm(h))
+            f = self._ffn(self.ffn_norm(h))
             if p == "sandwich":
                 f = self.post_ffn_norm(f)
             y = h + self.drop(f)

@@ -26,7 +26,10 @@ from .block import PLACEMENTS
 # positions llmviz.position.POSITIONS, norms llmviz.norm.MODEL_NORMS, placements
 # llmviz.model.block.PLACEMENTS, feed-forwards llmviz.ffn.FFN_KINDS and FFN_ACTIVATIONS,
 # QK-norms llmviz.attention.module.QK_NORMS (None or a model norm) and QK_NORM_SCOPES.
-__all__ = ["ModelConfig"]
+__all__ = ["ModelConfig", "ATTN_KINDS"]
+
+#: Attention kinds of the softmax layers: grouped (MHA/GQA/MQA) or multi-head latent (DeepSeek).
+ATTN_KINDS = ("standard", "mla")
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,35 @@ class ModelConfig:
     linear_key_heads: int | None = None  # their query/key heads; None -> linear_heads
     linear_head_dim: int | None = None  # their head width (keys and values); None -> head_dim
     linear_conv_kernel: int = 4  # their short causal convolution
+    attn_kind: str = "standard"  # "standard" (MHA/GQA/MQA) or "mla" (DeepSeek's multi-head latent attention)
+    q_lora_rank: int | None = None  # mla: width of the compressed query (None: a plain q_proj)
+    kv_lora_rank: int | None = None  # mla: width of the cached latent (DeepSeek-V3: 512)
+    qk_nope_head_dim: int | None = None  # mla: per-head query/key features without position
+    qk_rope_head_dim: int | None = None  # mla: per-head features with RoPE (one shared rope key)
+    v_head_dim: int | None = None  # mla: per-head value width
+    # --- mixture of experts (llmviz.moe.MoELayer as the feed-forward of sparse layers) ----------
+    n_experts: int | None = None  # routed experts E; None = dense feed-forward everywhere
+    experts_top_k: int = 2  # k experts per token
+    expert_d_ff: int | None = None  # hidden width of one routed expert; None -> d_ff
+    n_shared_experts: int = 0  # shared experts every token passes through (DeepSeek: 1)
+    shared_expert_d_ff: int | None = None  # their total width; None -> n_shared_experts * expert_d_ff
+    shared_expert_gate: bool = False  # shared output times sigmoid(x . w) (Qwen2-MoE, Qwen3-Next)
+    moe_score: str = "softmax"  # router scores: "softmax" (Mixtral, Qwen3-MoE) or "sigmoid" (DeepSeek-V3)
+    moe_normalize: bool = True  # renormalise the k kept scores to sum to 1
+    moe_scaling: float = 1.0  # routed weights times this (DeepSeek-V3's routed_scaling_factor)
+    moe_n_groups: int | None = None  # group-limited routing: expert groups (DeepSeek-V3: 8)
+    moe_topk_groups: int | None = None  # groups a token may use (DeepSeek-V3: 4)
+    moe_bias_balancing: bool = False  # choice bias e_score_correction_bias (auxiliary-loss-free balancing)
+    moe_bias_rate: float = 1e-3  # its update step after each optimiser step
+    moe_capacity_factor: float | None = None  # expert capacity; None = no token dropped
+    moe_layers: tuple[int, ...] | None = None  # sparse layers; None = all (when n_experts is set)
+    router_bias: bool = False  # a bias on the router logits (gpt-oss)
+    expert_bias: bool = False  # biases in the expert projections (gpt-oss)
+    expert_glu: str = "standard"  # "standard" act(gate) * up, or "clamped" (gpt-oss; see llmviz.moe.layer)
+    expert_glu_alpha: float = 1.702  # clamped GLU: gate * sigmoid(alpha * gate)
+    expert_glu_limit: float = 7.0  # clamped GLU: gate <= limit, |up| <= limit
+    router_aux_loss_coef: float = 0.0  # loss += coef * load-balancing loss, summed over sparse layers
+    router_z_loss_coef: float = 0.0  # loss += coef * router z-loss, summed over sparse layers
     # --- output and training ------------------------------------------------------------------
     final_softcap: float | None = None  # logits -> cap * tanh(logits / cap) (Gemma 2: 30)
     z_loss_weight: float = 0.0  # loss += w * mean(logsumexp(logits)^2) (PaLM: 1e-4)
@@ -159,6 +191,8 @@ class ModelConfig:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         check_positive(self.z_loss_weight, "z_loss_weight", allow_zero=True)
         self._check_layer_features()
+        self._check_moe()
+        self._check_mla()
         if self.placement == "deepnorm" and self.parallel:
             raise ValueError(
                 "placement='deepnorm' is defined for serial blocks only; use parallel=False"
@@ -219,6 +253,73 @@ class ModelConfig:
                 "placement='post_sublayer' is defined for serial blocks only; use parallel=False"
             )
 
+    def _check_moe(self) -> None:
+        from ..moe.layer import EXPERT_GLUS
+        from ..moe.router import SCORE_KINDS
+
+        check_choice(self.moe_score, "moe_score", SCORE_KINDS)
+        check_choice(self.expert_glu, "expert_glu", EXPERT_GLUS)
+        check_positive(self.router_aux_loss_coef, "router_aux_loss_coef", allow_zero=True)
+        check_positive(self.router_z_loss_coef, "router_z_loss_coef", allow_zero=True)
+        if self.n_experts is None:
+            if self.moe_layers is not None:
+                raise ValueError(f"moe_layers ({self.moe_layers!r}) needs n_experts: set how many "
+                                 "routed experts the sparse layers hold")
+            return
+        check_positive_int(self.n_experts, "n_experts")
+        check_positive_int(self.experts_top_k, "experts_top_k")
+        if self.experts_top_k > self.n_experts:
+            raise ValueError(f"experts_top_k ({self.experts_top_k}) must be <= n_experts "
+                             f"({self.n_experts}); lower experts_top_k or add experts")
+        if self.expert_d_ff is None:
+            object.__setattr__(self, "expert_d_ff", self.d_ff)
+        check_positive_int(self.expert_d_ff, "expert_d_ff")
+        check_positive_int(self.n_shared_experts, "n_shared_experts", allow_zero=True)
+        if self.shared_expert_d_ff is not None:
+            check_positive_int(self.shared_expert_d_ff, "shared_expert_d_ff")
+        if self.shared_expert_gate and not (self.n_shared_experts or self.shared_expert_d_ff):
+            raise ValueError("shared_expert_gate=True needs a shared expert: set n_shared_experts "
+                             "or shared_expert_d_ff")
+        check_positive(self.moe_bias_rate, "moe_bias_rate")
+        if self.moe_capacity_factor is not None:
+            check_positive(self.moe_capacity_factor, "moe_capacity_factor")
+        if self.moe_layers is not None:
+            layers = tuple(self.moe_layers)
+            bad = [i for i in layers if isinstance(i, bool) or not isinstance(i, int)
+                   or not 0 <= i < self.n_layers]
+            if bad:
+                raise ValueError(f"moe_layers must hold layer indices in [0, {self.n_layers}); got {bad}")
+            object.__setattr__(self, "moe_layers", tuple(sorted(set(layers))))
+        from ..moe.router import _check_groups
+
+        _check_groups(self.n_experts, self.experts_top_k, self.moe_n_groups, self.moe_topk_groups)
+
+    def _check_mla(self) -> None:
+        check_choice(self.attn_kind, "attn_kind", ATTN_KINDS)
+        dims = ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+        if self.attn_kind != "mla":
+            given = [n for n in (*dims, "q_lora_rank") if getattr(self, n) is not None]
+            if given:
+                raise ValueError(f"{given} only apply to attn_kind='mla'; got attn_kind={self.attn_kind!r}")
+            return
+        missing = [n for n in dims if getattr(self, n) is None]
+        if missing:
+            raise ValueError(f"attn_kind='mla' needs {missing} (e.g. DeepSeek-V3: kv_lora_rank=512, "
+                             "qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128)")
+        for n in dims:
+            check_positive_int(getattr(self, n), n)
+        if self.q_lora_rank is not None:
+            check_positive_int(self.q_lora_rank, "q_lora_rank")
+        if self.qk_rope_head_dim % 2:
+            raise ValueError(f"qk_rope_head_dim ({self.qk_rope_head_dim}) must be even: RoPE rotates pairs")
+        bad = [n for n in ("attn_sinks", "attn_output_gate", "qk_norm", "attn_softcap", "rotary_dim",
+                           "nope_layers", "local_rope_base") if getattr(self, n)]
+        if bad or self.position != "rope":
+            raise ValueError(f"attn_kind='mla' is built with RoPE on its rope features and none of "
+                             f"{bad or ['position=' + repr(self.position)]}; drop them")
+        if self.layer_windows is not None or self.sliding_window is not None:
+            raise ValueError("attn_kind='mla' attends globally: drop sliding_window/layer_windows")
+
     # ------------------------------------------------------------------------- derived values
     @property
     def n_rep(self) -> int:
@@ -255,6 +356,12 @@ class ModelConfig:
             return None
         return self.sliding_window
 
+    def is_moe_layer(self, layer_idx: int) -> bool:
+        """Whether layer ``layer_idx`` has a mixture of experts as its feed-forward."""
+        if self.n_experts is None:
+            return False
+        return self.moe_layers is None or layer_idx in self.moe_layers
+
     def mixer_for(self, layer_idx: int) -> str:
         """``"linear"`` (Gated DeltaNet) or ``"attention"`` (softmax) for layer ``layer_idx``."""
         return "linear" if self.linear_layers is not None and layer_idx in self.linear_layers else "attention"
@@ -278,6 +385,8 @@ class ModelConfig:
             base["attn_bias"] = None
         if self.n_kv_heads == self.n_heads:
             base["n_kv_heads"] = None
+        if self.n_experts is not None and self.expert_d_ff == self.d_ff:
+            base["expert_d_ff"] = None
         base["rope_scaling"] = self.rope_scaling
         base.update(changes)
         return ModelConfig(**base)

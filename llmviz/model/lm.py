@@ -11,7 +11,14 @@ Conventions:
       True = may attend.
     * ``labels`` follow Hugging Face too: same shape as ``input_ids``, shifted inside (position
       t predicts label t + 1), ``-100`` ignored. The loss is cross-entropy plus
-      ``z_loss_weight * mean(logsumexp(logits) ** 2)`` (PaLM's z-loss, Chowdhery et al. 2022).
+      ``z_loss_weight * mean(logsumexp(logits) ** 2)`` (PaLM's z-loss, Chowdhery et al. 2022),
+      plus :attr:`LMOutput.aux_loss` for a mixture of experts.
+    * Mixture of experts: every sparse layer's routing comes back in :attr:`LMOutput.moe`;
+      ``aux_loss = router_aux_loss_coef * L_bal + router_z_loss_coef * L_z``, each the mean over
+      the sparse layers of :func:`llmviz.moe.load_balancing_loss` (its ``"assignments"`` form:
+      1 at uniform routing) and :func:`llmviz.moe.router_z_loss`, over the real (unpadded)
+      tokens. Layers with ``moe_bias_balancing`` learn by :meth:`DecoderLM.update_router_biases`
+      after each optimiser step instead (:func:`llmviz.training.train` calls it).
     * ``positions`` default to ``cache length + arange(T)``.
 
 Shape letters: B batch, T query length, S key length, H heads, C model dim, V vocabulary.
@@ -46,12 +53,18 @@ class LMOutput:
         loss: scalar when ``labels`` were given, else None.
         weights: per-layer attention weights ``(B, H, T, S)`` when asked for, else None.
         cache: the :class:`~llmviz.kv_cache.KVCache` passed in (now extended), or None.
+        aux_loss: the mixture-of-experts auxiliary loss (balancing + router z-loss, already
+            weighted by their coefficients; included in ``loss``), or None for a dense model or
+            zero coefficients.
+        moe: one :class:`llmviz.moe.MoEInfo` per sparse layer (in layer order), or None.
     """
 
     logits: torch.Tensor
     loss: torch.Tensor | None = None
     weights: list[torch.Tensor] | None = None
     cache: KVCache | None = None
+    aux_loss: torch.Tensor | None = None
+    moe: list | None = None
 
 
 def softcap(x: torch.Tensor, cap: float) -> torch.Tensor:
@@ -217,8 +230,49 @@ class DecoderLM(nn.Module):
         logits = self.lm_head(x)  # (B, T, V)
         if c.final_softcap is not None:
             logits = softcap(logits, c.final_softcap)
+        moe = [layer.moe_info for layer in self.layers if layer.is_moe] or None
+        aux = None
+        if moe is not None and (c.router_aux_loss_coef > 0 or c.router_z_loss_coef > 0):
+            tokens = None if attention_mask is None else attention_mask[:, -T:].bool().reshape(-1)
+            aux = self.moe_aux_loss(moe, tokens)
         loss = None if labels is None else self.loss(logits, labels)
-        return LMOutput(logits=logits, loss=loss, weights=weights, cache=cache)
+        if loss is not None and aux is not None:
+            loss = loss + aux
+        return LMOutput(logits=logits, loss=loss, weights=weights, cache=cache, aux_loss=aux, moe=moe)
+
+    def moe_aux_loss(self, infos: list, tokens: torch.Tensor | None = None) -> torch.Tensor:
+        """``router_aux_loss_coef * mean_l L_bal + router_z_loss_coef * mean_l L_z`` over the
+        sparse layers' :class:`~llmviz.moe.MoEInfo` ``infos``; ``tokens`` ``(N,)`` bool keeps
+        the real tokens (None = all)."""
+        from ..moe import load_balancing_loss, router_z_loss
+
+        if not infos:
+            raise ValueError("moe_aux_loss needs the MoEInfo of at least one sparse layer; this "
+                             "model has none (set n_experts in its config)")
+        c = self.config
+        total = infos[0].routing.logits.new_zeros((), dtype=torch.float32)
+        for info in infos:
+            r = info.routing
+            if c.router_aux_loss_coef > 0:
+                total = total + c.router_aux_loss_coef * load_balancing_loss(r.probs, r.indices, mask=tokens)
+            if c.router_z_loss_coef > 0:
+                total = total + c.router_z_loss_coef * router_z_loss(r.logits, mask=tokens)
+        return total / len(infos)
+
+    @torch.no_grad()
+    def update_router_biases(self) -> int:
+        """One auxiliary-loss-free balancing step (DeepSeek-V3) for every sparse layer built with
+        ``moe_bias_balancing``, from the load of its last forward; call it after the optimiser
+        step. Returns how many layers were updated (0 for a model without such layers)."""
+        n = 0
+        for layer in self.layers:
+            if layer.is_moe and layer.mlp.gate.e_score_correction_bias is not None:
+                if layer.moe_info is None:
+                    raise ValueError("update_router_biases needs a forward pass first: it reads "
+                                     "the load each expert received in the last one")
+                layer.mlp.gate.update_bias(layer.moe_info.load)
+                n += 1
+        return n
 
     def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """Next-token cross-entropy (labels shifted by one inside) plus the z-loss term.

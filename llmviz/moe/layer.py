@@ -28,12 +28,28 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._checks import check_dtype_matches, check_positive, check_positive_int, check_tensor
+from .._checks import check_choice, check_dtype_matches, check_positive, check_positive_int, check_tensor
 from ..ffn import GatedMLP, activation
 from .dispatch import DispatchPlan, combine, expert_capacity, plan_dispatch
 from .router import Router, Routing
 
-__all__ = ["Experts", "MoELayer", "MoEInfo", "fine_grained"]
+__all__ = ["Experts", "MoELayer", "MoEInfo", "fine_grained", "EXPERT_GLUS", "clamped_glu"]
+
+#: How an expert combines its gate and up halves: ``"standard"`` ``act(gate) * up`` (SwiGLU
+#: with silu), or ``"clamped"`` (gpt-oss, :func:`clamped_glu`).
+EXPERT_GLUS = ("standard", "clamped")
+
+
+def clamped_glu(gate: torch.Tensor, up: torch.Tensor, *, alpha: float = 1.702, limit: float = 7.0) -> torch.Tensor:
+    """gpt-oss's expert GLU: ``g = min(gate, limit)``, ``u = clamp(up, -limit, limit)``,
+    ``(u + 1) * g * sigmoid(alpha * g)``.
+
+    It differs from SwiGLU three ways: the gate uses ``x * sigmoid(1.702 x)`` (the sigmoid
+    approximation of GELU) instead of silu, both halves are clamped (the gate from above only),
+    and the up half is shifted by one, so a zero up projection passes the gate through.
+    """
+    g = gate.clamp(max=limit)
+    return (up.clamp(min=-limit, max=limit) + 1) * (g * torch.sigmoid(g * alpha))
 
 
 #: On the CPU the per-expert loop wins once experts get many rows: measured (torch 2.13, one
@@ -67,23 +83,43 @@ class Experts(nn.Module):
         d_model: C.
         d_expert: F, the hidden width of one expert.
         activation_name: gate activation (``"silu"``: SwiGLU experts, as Mixtral/Qwen3/DeepSeek).
+        bias: biases ``gate_up_proj_bias (E, 2F)`` and ``down_proj_bias (E, C)`` (gpt-oss).
+        glu: ``"standard"`` (``act(gate) * up``) or ``"clamped"`` (gpt-oss, :func:`clamped_glu`
+            with ``alpha`` and ``limit``; ``activation_name`` is then unused).
     """
 
-    def __init__(self, n_experts: int, d_model: int, d_expert: int, *, activation_name: str = "silu") -> None:
+    def __init__(self, n_experts: int, d_model: int, d_expert: int, *, activation_name: str = "silu",
+                 bias: bool = False, glu: str = "standard", alpha: float = 1.702, limit: float = 7.0) -> None:
         super().__init__()
         for name, v in (("n_experts", n_experts), ("d_model", d_model), ("d_expert", d_expert)):
             check_positive_int(v, name)
+        check_choice(glu, "glu", EXPERT_GLUS)
+        check_positive(alpha, "alpha")
+        check_positive(limit, "limit")
         self.n_experts, self.d_model, self.d_expert = n_experts, d_model, d_expert
         self.gate_up_proj = nn.Parameter(torch.empty(n_experts, 2 * d_expert, d_model))
         self.down_proj = nn.Parameter(torch.empty(n_experts, d_model, d_expert))
         nn.init.normal_(self.gate_up_proj, std=d_model**-0.5)
         nn.init.normal_(self.down_proj, std=d_expert**-0.5)
+        if bias:
+            self.gate_up_proj_bias = nn.Parameter(torch.zeros(n_experts, 2 * d_expert))
+            self.down_proj_bias = nn.Parameter(torch.zeros(n_experts, d_model))
+        else:
+            self.gate_up_proj_bias = self.down_proj_bias = None
+        self.glu, self.alpha, self.limit = glu, float(alpha), float(limit)
         self.act = activation(activation_name)
+
+    def _combine(self, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+        if self.glu == "clamped":
+            return clamped_glu(gate, up, alpha=self.alpha, limit=self.limit)
+        return self.act(gate) * up
 
     def expert(self, e: int, x: torch.Tensor) -> torch.Tensor:
         """Expert ``e`` on rows ``x (M, C) -> (M, C)``: ``down(act(gate x) * up x)``."""
-        gate, up = F.linear(x, self.gate_up_proj[e]).chunk(2, dim=-1)  # (M, F) each
-        return F.linear(self.act(gate) * up, self.down_proj[e])  # (M, C)
+        b1 = None if self.gate_up_proj_bias is None else self.gate_up_proj_bias[e]
+        b2 = None if self.down_proj_bias is None else self.down_proj_bias[e]
+        gate, up = F.linear(x, self.gate_up_proj[e], b1).chunk(2, dim=-1)  # (M, F) each
+        return F.linear(self._combine(gate, up), self.down_proj[e], b2)  # (M, C)
 
     def experts_as_functions(self) -> list[Callable[[torch.Tensor], torch.Tensor]]:
         """The E experts as separate callables (for :func:`~llmviz.moe.dispatch.dense_forward`)."""
@@ -97,21 +133,26 @@ class Experts(nn.Module):
         (one view each, one gradient buffer in the backward) rather than indexed per expert,
         which would allocate a full-size zero gradient for every expert.
         """
+        if self.gate_up_proj_bias is not None:  # biased experts: the per-expert loop
+            outs = [self.expert(e, block) for e, block in enumerate(rows.split(counts)) if block.shape[0]]
+            return torch.cat(outs) if outs else rows.new_zeros(0, self.d_model)
         if _grouped_mm_ok(rows, self.gate_up_proj):
             offsets = torch.tensor(counts, device=rows.device).cumsum(0).to(torch.int32)  # (E,)
             h = F.grouped_mm(rows, self.gate_up_proj.transpose(1, 2), offs=offsets)  # (M, 2F)
             gate, up = h.chunk(2, dim=-1)
-            return F.grouped_mm(self.act(gate) * up, self.down_proj.transpose(1, 2), offs=offsets)
+            return F.grouped_mm(self._combine(gate, up), self.down_proj.transpose(1, 2), offs=offsets)
         gate_ups, downs = self.gate_up_proj.unbind(0), self.down_proj.unbind(0)
         outs = []
         for e, block in enumerate(rows.split(counts)):
             if block.shape[0]:
                 gate, up = F.linear(block, gate_ups[e]).chunk(2, dim=-1)  # (M_e, F) each
-                outs.append(F.linear(self.act(gate) * up, downs[e]))  # (M_e, C)
+                outs.append(F.linear(self._combine(gate, up), downs[e]))  # (M_e, C)
         return torch.cat(outs) if outs else rows.new_zeros(0, self.d_model)
 
     def extra_repr(self) -> str:
-        return f"n_experts={self.n_experts}, d_model={self.d_model}, d_expert={self.d_expert}"
+        extra = ", bias=True" if self.gate_up_proj_bias is not None else ""
+        extra += f", glu='clamped', alpha={self.alpha:g}, limit={self.limit:g}" if self.glu == "clamped" else ""
+        return f"n_experts={self.n_experts}, d_model={self.d_model}, d_expert={self.d_expert}{extra}"
 
 
 @dataclass
@@ -158,6 +199,11 @@ class MoELayer(nn.Module):
             (see :class:`~llmviz.moe.Router`).
         capacity_factor: None (no limit) or > 0; each expert takes at most
             ``ceil(factor * N * k / E)`` assignments per call and the overflow is dropped.
+        shared_gate: scale the shared experts' output by ``sigmoid(shared_expert_gate(x))``, a
+            learned per-token scalar (Qwen2-MoE, Qwen3-Next; ``shared_expert_gate`` is a
+            bias-free ``Linear(C, 1)``).
+        router_bias: a bias on the router logits (gpt-oss's ``router.bias``).
+        expert_bias, glu, glu_alpha, glu_limit: the experts' (see :class:`Experts`).
 
     ``forward(x, *, return_info=False)``: ``x (..., C)`` -> same shape, or ``(out, MoEInfo)``.
 
@@ -172,7 +218,8 @@ class MoELayer(nn.Module):
         d_shared: int | None = None, activation: str = "silu", score: str = "softmax",
         normalize: bool = True, scaling: float = 1.0, n_groups: int | None = None,
         topk_groups: int | None = None, bias_balancing: bool = False, bias_rate: float = 1e-3,
-        capacity_factor: float | None = None,
+        capacity_factor: float | None = None, shared_gate: bool = False, router_bias: bool = False,
+        expert_bias: bool = False, glu: str = "standard", glu_alpha: float = 1.702, glu_limit: float = 7.0,
     ) -> None:
         super().__init__()
         check_positive_int(n_shared, "n_shared", allow_zero=True)
@@ -181,14 +228,18 @@ class MoELayer(nn.Module):
         self.gate = Router(
             d_model, n_experts, top_k, score=score, normalize=normalize, scaling=scaling,
             n_groups=n_groups, topk_groups=topk_groups, bias_balancing=bias_balancing,
-            bias_rate=bias_rate,
+            bias_rate=bias_rate, logit_bias=router_bias,
         )
-        self.experts = Experts(n_experts, d_model, d_expert, activation_name=activation)
+        self.experts = Experts(n_experts, d_model, d_expert, activation_name=activation,
+                               bias=expert_bias, glu=glu, alpha=glu_alpha, limit=glu_limit)
         if n_shared or d_shared:
             width = d_shared if d_shared is not None else n_shared * d_expert
             self.shared_experts = GatedMLP(d_model, width, activation=activation)
         else:
             self.shared_experts = None
+        if shared_gate and self.shared_experts is None:
+            raise ValueError("shared_gate=True needs shared experts: set n_shared or d_shared")
+        self.shared_expert_gate = nn.Linear(d_model, 1, bias=False) if shared_gate else None
         self.d_model, self.n_experts, self.top_k, self.d_expert = d_model, n_experts, top_k, d_expert
         self.capacity_factor = None if capacity_factor is None else float(capacity_factor)
 
@@ -208,15 +259,20 @@ class MoELayer(nn.Module):
         rows = self.experts(flat[plan.tokens], plan.counts)  # (M, C), grouped by expert
         out = combine(rows, plan, routing.weights, N)  # (N, C)
         if self.shared_experts is not None:
-            out = out + self.shared_experts(flat)
+            shared = self.shared_experts(flat)  # (N, C)
+            if self.shared_expert_gate is not None:
+                shared = torch.sigmoid(self.shared_expert_gate(flat)) * shared
+            out = out + shared
         out = out.view(x.shape)
         return (out, MoEInfo(routing, plan)) if return_info else out
 
     def parameter_counts(self) -> dict[str, int]:
         """Total parameters, and those one token uses (router + k experts + shared experts)."""
-        per_expert = self.experts.gate_up_proj[0].numel() + self.experts.down_proj[0].numel()
+        per_expert = sum(p[0].numel() for p in self.experts.parameters())
         shared = sum(p.numel() for p in self.shared_experts.parameters()) if self.shared_experts else 0
-        router = self.gate.weight.numel()
+        if self.shared_expert_gate is not None:
+            shared += self.shared_expert_gate.weight.numel()
+        router = sum(p.numel() for p in self.gate.parameters())
         return {
             "total": router + shared + self.n_experts * per_expert,
             "active": router + shared + self.top_k * per_expert,

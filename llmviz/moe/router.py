@@ -217,6 +217,8 @@ class Router(nn.Module):
         bias_balancing: keep a per-expert choice bias (buffer ``e_score_correction_bias``, zeros
             at start) for auxiliary-loss-free balancing; :meth:`update_bias` moves it.
         bias_rate: the step of :meth:`update_bias`.
+        logit_bias: a learned bias ``bias (E,)`` added to the logits (gpt-oss); unlike the
+            balancing bias it shapes the weights too and is trained by the gradient.
 
     ``forward(x)``: ``x (..., C)`` -> :class:`Routing` over the ``N = prod(...)`` tokens.
     """
@@ -227,6 +229,7 @@ class Router(nn.Module):
         self, d_model: int, n_experts: int, top_k: int, *, score: str = "softmax",
         normalize: bool = True, scaling: float = 1.0, n_groups: int | None = None,
         topk_groups: int | None = None, bias_balancing: bool = False, bias_rate: float = 1e-3,
+        logit_bias: bool = False,
     ) -> None:
         super().__init__()
         check_positive_int(d_model, "d_model")
@@ -242,6 +245,7 @@ class Router(nn.Module):
         self.bias_rate = float(bias_rate)
         self.weight = nn.Parameter(torch.empty(n_experts, d_model))
         nn.init.normal_(self.weight, std=d_model**-0.5)
+        self.bias = nn.Parameter(torch.zeros(n_experts)) if logit_bias else None
         if bias_balancing:  # float32 always, like HF's _keep_in_fp32 for this buffer
             self.register_buffer("e_score_correction_bias", torch.zeros(n_experts))
         else:
@@ -254,9 +258,10 @@ class Router(nn.Module):
         flat = x.reshape(-1, self.d_model)  # (N, C)
         if self.score == "sigmoid":  # DeepSeek-V3 computes these logits in float32
             work = torch.promote_types(x.dtype, torch.float32)
-            logits = F.linear(flat.to(work), self.weight.to(work))  # (N, E)
+            bias = None if self.bias is None else self.bias.to(work)
+            logits = F.linear(flat.to(work), self.weight.to(work), bias)  # (N, E)
         else:
-            logits = F.linear(flat, self.weight)  # (N, E)
+            logits = F.linear(flat, self.weight, self.bias)  # (N, E)
         return route(
             logits, self.top_k, score=self.score, normalize=self.normalize, scaling=self.scaling,
             bias=self.e_score_correction_bias, n_groups=self.n_groups, topk_groups=self.topk_groups,

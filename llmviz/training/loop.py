@@ -4,7 +4,10 @@
   a function of the run's seeded generator (synthetic tasks with a loss mask), or an iterable.
 * Loss: masked next-token cross-entropy, plus PaLM's z-loss when the model's config carries a
   ``z_loss_weight`` (the same :func:`~llmviz.training.losses.z_loss` the model uses, over the
-  same kept positions), plus any extra terms ``(output, batch) -> scalar``.
+  same kept positions), plus the output's ``aux_loss`` when it has one (a mixture of experts'
+  balancing and router z-loss, :class:`llmviz.model.LMOutput`), plus any extra terms
+  ``(output, batch) -> scalar``. A model with ``update_router_biases`` (auxiliary-loss-free
+  balancing, DeepSeek-V3) has it called after every optimiser step.
 * AdamW with decoupled weight decay on matrices only (biases, norm gains and other vectors are
   not decayed), betas (0.9, 0.95) as in GPT-3 / nanoGPT.
 * Learning rate: linear warmup from ``lr / warmup`` to ``lr``, then cosine decay to ``min_lr``
@@ -242,6 +245,9 @@ def train(
             loss = ce
             if z_weight > 0:  # PaLM's z-loss, when the model's config asks for it
                 loss = loss + z_weight * z_loss(logits, batch.mask)
+            aux = getattr(output, "aux_loss", None)  # a mixture of experts' balancing terms
+            if aux is not None:
+                loss = loss + aux
             for name, term in terms.items():
                 value = _scalar(term(output, batch), f"loss term {name!r}")
                 history.terms[name].append(float(value.detach()))
@@ -260,6 +266,8 @@ def train(
                 history.diverged, history.diverged_at = True, step
                 break
             optimizer.step()
+            if hasattr(model, "update_router_biases"):  # auxiliary-loss-free MoE balancing
+                model.update_router_biases()
             if progress and step % 10 == 0:
                 bar.set_postfix(loss=f"{value:.3f}", lr=f"{lr:.2e}")
             last = step == config.steps - 1
