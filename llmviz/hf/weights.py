@@ -19,14 +19,27 @@ or ``transformer.`` prefix):
   ``Conv1D`` stores ``(in, out)``; ``wte``/``wpe``/``ln_f``/``ln_1``/``ln_2`` ->
   ``embed_tokens``/``embed_positions``/``norm``/``attn_norm``/``ffn_norm``.
 
+* mixtures of experts keep transformers 5's names (``mlp.gate``, ``mlp.experts.gate_up_proj``,
+  ``mlp.experts.down_proj``, ``mlp.shared_experts``); Qwen2-MoE/Qwen3-Next's single
+  ``mlp.shared_expert`` -> ``mlp.shared_experts``; gpt-oss's ``mlp.router`` -> ``mlp.gate``, and
+  its experts, stored ``(E, C, 2F)`` with gate and up *interleaved* (columns g0 u0 g1 u1 ...),
+  are transposed and de-interleaved into ``(E, 2F, C)`` (gate rows, then up rows);
+* Qwen3-Next's attention ``q_proj`` holds, per head, the query rows then the output-gate rows
+  (``[q_h | gate_h]``): split into ``q_proj`` and ``gate_proj``; its linear-attention layers'
+  packed ``in_proj_qkvz``/``in_proj_ba`` are regrouped as
+  :func:`llmviz.hf.layers.gated_deltanet_from_hf` does (``conv1d`` -> ``conv``, ``norm.weight``
+  -> ``norm_weight``, ``out_proj`` -> ``o_proj``);
+* DeepSeek-V3's multi-token-prediction layers (``layers.{n_layers}`` and beyond) are not part of
+  the causal LM (Hugging Face does not load them either) and are skipped.
+
 Shapes: ``qkv_proj`` is ``(H*D + 2*G*D, C)``, ``gate_up_proj`` ``(2*F, C)``, GPT-2's ``c_attn``
 ``(C, 3*C)``; H heads, G kv heads, D head dim, C model dim, F feed-forward width.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -49,11 +62,13 @@ _GPT2 = {"attn.c_proj": "self_attn.o_proj", "mlp.c_fc": "mlp.up_proj", "mlp.c_pr
 @dataclass(frozen=True)
 class Source:
     """Where one llmviz tensor comes from: ``key``, optional ``rows`` slice, and whether the
-    stored matrix is transposed (GPT-2's ``Conv1D``), in which case rows are taken after ``.t()``."""
+    stored matrix is transposed (GPT-2's ``Conv1D``), in which case rows are taken after ``.t()``;
+    ``fn`` rearranges the stored tensor (after the above) where a slice is not enough."""
 
     key: str
     rows: tuple[int, int] | None = None
     transpose: bool = False
+    fn: Callable[[torch.Tensor], torch.Tensor] | None = field(default=None, compare=False)
 
 
 def state_dict_of(model_or_state_dict: Any) -> dict[str, torch.Tensor]:
@@ -89,9 +104,77 @@ def plan_for(config: ModelConfig, family: str, target_keys: list[str]) -> dict[s
             plan[key] = Source(f"layers.{i}.{inverse[module]}.{rest}")
         elif family == "phi3" and rest.startswith(("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")):
             plan[key] = _phi3_source(i, module, rest, config)
+        elif family in _LAYER_SOURCES:
+            plan[key] = _LAYER_SOURCES[family](i, module, rest, config) or Source(key)
         else:
             plan[key] = Source(key)
     return plan
+
+
+def _deinterleave(w: torch.Tensor) -> torch.Tensor:
+    """``(..., 2F)`` with gate and up interleaved -> gate columns then up columns."""
+    return torch.cat([w[..., 0::2], w[..., 1::2]], dim=-1)
+
+
+def _gpt_oss_source(i: str, module: str, rest: str, c: ModelConfig) -> Source | None:
+    if module != "mlp":
+        return None
+    if rest.startswith("gate."):
+        return Source(f"layers.{i}.mlp.router.{rest.split('.', 1)[1]}")
+    t12 = lambda w: w.transpose(1, 2)  # noqa: E731
+    fns = {"experts.gate_up_proj": lambda w: _deinterleave(w).transpose(1, 2),
+           "experts.gate_up_proj_bias": _deinterleave, "experts.down_proj": t12,
+           "experts.down_proj_bias": None}
+    if rest in fns:
+        return Source(f"layers.{i}.mlp.{rest}", fn=fns[rest])
+    return None
+
+
+def _shared_expert_source(i: str, module: str, rest: str, c: ModelConfig) -> Source | None:
+    if module == "mlp" and rest.startswith("shared_experts."):
+        return Source(f"layers.{i}.mlp.shared_expert.{rest.split('.', 1)[1]}")
+    return None
+
+
+def _rows_per_group(groups: int, width: int, start: int, stop: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Rows ``[start, stop)`` of each of ``groups`` consecutive blocks of ``width`` rows."""
+    def take(w: torch.Tensor) -> torch.Tensor:
+        if w.shape[0] != groups * width:
+            raise ValueError(f"packed tensor has {w.shape[0]} rows; the config's heads account for "
+                             f"{groups} x {width}; the checkpoint does not match its config")
+        return w.reshape(groups, width, *w.shape[1:])[:, start:stop].reshape(-1, *w.shape[1:])
+    return take
+
+
+def _qwen3_next_source(i: str, module: str, rest: str, c: ModelConfig) -> Source | None:
+    if module == "mlp":
+        return _shared_expert_source(i, module, rest, c)
+    name = rest.split(".")[0]
+    if module == "self_attn" and name in ("q_proj", "gate_proj"):
+        D = c.head_dim
+        start = 0 if name == "q_proj" else D
+        return Source(f"layers.{i}.self_attn.q_proj.weight", fn=_rows_per_group(c.n_heads, 2 * D, start, start + D))
+    if module != "linear_attn":
+        return None
+    Hk, Hv, D = c.linear_key_heads or c.linear_heads, c.linear_heads, c.linear_head_dim
+    r = Hv // Hk
+    qkvz = 2 * D + 2 * r * D  # rows per key head: q | k | v of its r value heads | z of them
+    spans = {"q_proj": (0, D), "k_proj": (D, 2 * D), "v_proj": (2 * D, 2 * D + r * D),
+             "z_proj": (2 * D + r * D, qkvz)}
+    if name in spans:
+        return Source(f"layers.{i}.linear_attn.in_proj_qkvz.weight", fn=_rows_per_group(Hk, qkvz, *spans[name]))
+    if name in ("b_proj", "a_proj"):
+        start = 0 if name == "b_proj" else r
+        return Source(f"layers.{i}.linear_attn.in_proj_ba.weight", fn=_rows_per_group(Hk, 2 * r, start, start + r))
+    renamed = {"conv": "conv1d", "norm_weight": "norm", "o_proj": "out_proj"}
+    if name in renamed:
+        tail = rest.split(".", 1)[1] if "." in rest else "weight"
+        return Source(f"layers.{i}.linear_attn.{renamed[name]}.{tail}")
+    return None
+
+
+_LAYER_SOURCES = {"gpt_oss": _gpt_oss_source, "qwen2_moe": _shared_expert_source,
+                  "qwen3_next": _qwen3_next_source}
 
 
 def _phi3_source(i: str, module: str, rest: str, c: ModelConfig) -> Source:
@@ -133,6 +216,8 @@ def _take(sd: dict[str, torch.Tensor], src: Source) -> torch.Tensor:
         value = value.t()
     if src.rows is not None:
         value = value[src.rows[0]:src.rows[1]]
+    if src.fn is not None:
+        value = src.fn(value)
     return value
 
 
@@ -157,6 +242,9 @@ def _transposed(plan: dict[str, Source], key: str) -> bool:
 def load_checkpoint(sd: dict[str, torch.Tensor], config: ModelConfig, family: str) -> DecoderLM:
     """A :class:`DecoderLM` built from ``config`` holding the tensors of ``sd`` (strict)."""
     sd = _strip_prefix(sd, "transformer." if family == "gpt2" else "model.")
+    if family == "deepseek_v3":  # multi-token-prediction layers: not part of the causal LM
+        sd = {k: v for k, v in sd.items()
+              if not (k.startswith("layers.") and int(k.split(".")[1]) >= config.n_layers)}
     model = DecoderLM(config)
     target = model.state_dict()
     plan = plan_for(config, family, [k for k in target if k != "lm_head.weight"])

@@ -224,7 +224,7 @@ class TransformerBlock(nn.Module):
             kv_lora_rank=c.kv_lora_rank, qk_nope_head_dim=c.qk_nope_head_dim,
             qk_rope_head_dim=c.qk_rope_head_dim, v_head_dim=c.v_head_dim, q_lora_rank=c.q_lora_rank,
             rope_base=c.rope_base, rope_layout=c.rope_layout, rope_scaling=c.rope_scaling,
-            scale=c.attn_scale, bias=c.attn_bias, norm_eps=c.norm_eps,
+            scale=c.attn_scale, bias=c.attn_bias,
         )
 
     @property

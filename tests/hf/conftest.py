@@ -46,6 +46,37 @@ FAMILIES = {
     "smollm3": ("SmolLM3Config", "SmolLM3ForCausalLM",
                 dict(num_hidden_layers=4, no_rope_layer_interval=2,
                      rope_parameters={"rope_type": "default", "rope_theta": 2e6})),
+    # the 2025 families: experts, latent attention, sinks, linear-attention hybrids
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM",
+                dict(num_local_experts=4, num_experts_per_tok=2, sliding_window=7)),
+    "qwen2_moe": ("Qwen2MoeConfig", "Qwen2MoeForCausalLM",
+                  dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                       shared_expert_intermediate_size=40, norm_topk_prob=False)),
+    "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM",
+                  dict(head_dim=16, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                       norm_topk_prob=True, mlp_only_layers=[0])),
+    "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM",
+                    dict(num_hidden_layers=3, num_key_value_heads=4, n_routed_experts=8, num_experts_per_tok=2,
+                         moe_intermediate_size=32, n_shared_experts=1, first_k_dense_replace=1,
+                         n_group=2, topk_group=1, q_lora_rank=24, kv_lora_rank=16,
+                         qk_nope_head_dim=8, qk_rope_head_dim=8, v_head_dim=12,
+                         routed_scaling_factor=2.5,
+                         rope_parameters={"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e4,
+                                          "original_max_position_embeddings": 16,
+                                          "mscale": 1.0, "mscale_all_dim": 1.0})),
+    "gpt_oss": ("GptOssConfig", "GptOssForCausalLM",
+                dict(head_dim=16, num_local_experts=4, num_experts_per_tok=2, sliding_window=5,
+                     swiglu_limit=1.0, layer_types=["sliding_attention", "full_attention"],
+                     rope_parameters={"rope_type": "yarn", "factor": 4.0, "rope_theta": 1.5e5,
+                                      "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
+                                      "original_max_position_embeddings": 16})),
+    "qwen3_next": ("Qwen3NextConfig", "Qwen3NextForCausalLM",
+                   dict(num_hidden_layers=4, head_dim=16, num_experts=4, num_experts_per_tok=2,
+                        moe_intermediate_size=32, shared_expert_intermediate_size=40,
+                        linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
+                        linear_value_head_dim=8,
+                        layer_types=["linear_attention", "linear_attention", "linear_attention",
+                                     "full_attention"])),
 }
 
 
@@ -61,8 +92,11 @@ def build(config_cls: str, model_cls: str, **overrides):
     hf = getattr(transformers, model_cls)(getattr(transformers, config_cls)(**cfg)).eval()
     with torch.no_grad():
         for name, p in hf.named_parameters():
-            if "norm" in name or "ln_" in name or name.endswith(".bias"):
+            if "norm" in name or "ln_" in name or name.endswith((".bias", "sinks", "_bias")):
                 p.add_(0.3 * torch.randn_like(p))
+        for name, b in hf.named_buffers():
+            if name.endswith("e_score_correction_bias"):  # DeepSeek-V3's choice bias
+                b.add_(0.3 * torch.randn_like(b))
     return hf
 
 
