@@ -21,6 +21,7 @@ __all__ = [
     "plot_param_breakdown",
     "plot_kv_cache",
     "plot_aspect_ratios",
+    "place_labels",
     "plot_adoption",
     "plot_adoption_grid",
     "plot_wide_vs_deep",
@@ -95,31 +96,110 @@ def plot_kv_cache(
     return ax
 
 
+# Where a label may go relative to its point, in points: (dx, dy, ha, va), nearest first.
+_LABEL_SPOTS = ((4, 2, "left", "bottom"), (4, -2, "left", "top"), (-4, 2, "right", "bottom"),
+                (-4, -2, "right", "top"), (0, 5, "center", "bottom"), (0, -5, "center", "top"),
+                (5, 0, "left", "center"), (-5, 0, "right", "center"), (2, 5, "left", "bottom"),
+                (-2, 5, "right", "bottom"), (2, -5, "left", "top"), (-2, -5, "right", "top"))
+
+
+def place_labels(ax, xy: Sequence[tuple[float, float]], labels: Sequence[str], *,
+                 fontsize: float = 6, rings: Sequence[float] = (1, 2, 3, 4, 5, 6, 8, 10, 12),
+                 marker_area: Sequence[float] | float = 36.0) -> list:
+    """Annotate each point of ``xy`` (data coordinates) with its label so that no two labels
+    overlap, no label covers another point, and every label stays inside the axes.
+
+    Greedy: each label tries the spots of :data:`_LABEL_SPOTS` at growing distances
+    (``rings``, multiples of the spot offsets); beyond the first ring a thin leader line joins
+    label and point. A label that finds no free spot keeps the nearest one. Returns the
+    annotations. ``marker_area`` is the scatter's ``s`` (points squared, one per point or one
+    for all): labels keep clear of the whole marker. Set the axes' scales and limits before
+    calling: placement uses the current transform. The labels are left out of the figure's
+    layout engine, so a later draw does not move the axes under them.
+    """
+    from matplotlib.transforms import Bbox
+
+    if len(xy) != len(labels):
+        raise ValueError(f"xy has {len(xy)} points but labels has {len(labels)}; pass one label per point")
+    fig = ax.figure
+    fig.canvas.draw()  # fixes limits and layout, so that extents are final
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    pts = ax.transData.transform(np.asarray(xy, dtype=float).reshape(-1, 2)) if len(xy) else []
+    areas = np.broadcast_to(np.asarray(marker_area, dtype=float), (len(pts),))
+    radii = np.sqrt(areas) / 2 * fig.dpi / 72  # marker radius in pixels
+    dots = [Bbox.from_bounds(x - r, y - r, 2 * r, 2 * r) for (x, y), r in zip(pts, radii)]
+    px = fig.dpi / 72  # pixels per point
+    placed: list = []
+    out = []
+    for k, ((x, y), label) in enumerate(zip(xy, labels)):
+        probe = ax.text(0, 0, label, fontsize=fontsize)  # measures the label once
+        size = probe.get_window_extent(renderer)
+        probe.remove()
+        w, h = size.width, size.height
+        (X, Y), chosen = pts[k], None
+        for ring in rings:
+            for dx, dy, ha, va in _LABEL_SPOTS:
+                left = X + dx * ring * px - {"left": 0, "center": w / 2, "right": w}[ha]
+                low = Y + dy * ring * px - {"bottom": 0, "center": h / 2, "top": h}[va]
+                box = Bbox.from_bounds(left, low, w, h).padded(1)
+                inside = (box.x0 >= frame.x0 and box.x1 <= frame.x1
+                          and box.y0 >= frame.y0 and box.y1 <= frame.y1)
+                if inside and not any(box.overlaps(b) for b in placed) and not any(
+                        box.overlaps(d) for j, d in enumerate(dots) if j != k):
+                    chosen = (dx * ring, dy * ring, ha, va, ring > 1, box)
+                    break
+            if chosen:
+                break
+        if chosen is None:  # crowded: the nearest spot, even if it overlaps
+            dx, dy, ha, va = _LABEL_SPOTS[0]
+            left, low = X + dx * px, Y + dy * px
+            chosen = (dx, dy, ha, va, False, Bbox.from_bounds(left, low, w, h))
+        dx, dy, ha, va, leader, box = chosen
+        t = ax.annotate(label, (x, y), xytext=(dx, dy), textcoords="offset points", ha=ha,
+                        va=va, fontsize=fontsize,
+                        arrowprops={"arrowstyle": "-", "lw": 0.6, "color": "#666",
+                                    "shrinkA": 0, "shrinkB": 2} if leader else None)
+        t.set_in_layout(False)
+        placed.append(box)
+        out.append(t)
+    return out
+
+
 def plot_aspect_ratios(df=None, *, ax=None, annotate: bool = True):
     """Real models' depth (layers) against width (d_model), log axes, with lines of constant
-    aspect ratio d_model / n_layers; marker area grows with parameter count."""
+    aspect ratio d_model / n_layers; marker area grows with parameter count.
+
+    Models that share a shape get one label ("LLaMA (65B) +3"); labels are placed so that
+    they do not overlap (:func:`place_labels`).
+    """
     if df is None:
         from ..model.zoo import zoo_table
 
         df = zoo_table()
     df = df.dropna(subset=["n_layers", "d_model"])
-    ax = get_ax(ax, figsize=(7, 5))
+    ax = get_ax(ax, figsize=(8, 6))
     sizes = 20 + 60 * np.log10(1 + df["params_b"].to_numpy(dtype=float))
     ax.scatter(df["n_layers"], df["d_model"], s=sizes, color=PALETTE[0], alpha=0.7, zorder=3)
     xs = np.array([4, 160])
     for ratio, style in ((32, ":"), (64, "--"), (128, "-."), (256, "-")):
         ax.plot(xs, ratio * xs, style, color="#999", lw=0.8, zorder=1)
-        ax.text(xs[0], ratio * xs[0] * 1.1, f"C/L={ratio}", fontsize=7, color="#666", va="bottom")
-    if annotate:  # one label per distinct shape: "LLaMA (65B) +3" when four models share it
-        for (L, C), group in df.groupby(["n_layers", "d_model"], sort=False):
-            extra = f" +{len(group) - 1}" if len(group) > 1 else ""
-            ax.annotate(group["name"].iloc[0] + extra, (L, C), fontsize=6,
-                        xytext=(3, 3), textcoords="offset points")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ax.set_xlim(3.5, 320)
+    ax.set_ylim(400, 60000)
+    for ratio in (32, 64, 128, 256):  # the ratio names sit at the right end of their lines
+        ax.text(160 * 1.04, ratio * 160, f"C/L={ratio}", fontsize=7, color="#666",
+                va="center", ha="left", clip_on=True)
     ax.set_xlabel("layers L (depth)")
     ax.set_ylabel("d_model C (width)")
     ax.set_title("Shapes of published models")
+    if annotate:  # one label per distinct shape: "LLaMA (65B) +3" when four models share it
+        groups = list(df.groupby(["n_layers", "d_model"], sort=False))
+        xy = [key for key, _ in groups]
+        labels = [g["name"].iloc[0] + (f" +{len(g) - 1}" if len(g) > 1 else "") for _, g in groups]
+        area = {key: sizes[df.index.get_indexer(g.index)].max() for key, g in groups}
+        place_labels(ax, xy, labels, marker_area=[area[key] for key in xy])
     return ax
 
 

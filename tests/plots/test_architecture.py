@@ -63,6 +63,46 @@ def test_aspect_ratio_scatter_has_every_model():
     assert any("+" in t.get_text() for t in labels)  # shared shapes are counted
 
 
+def test_aspect_ratio_labels_do_not_overlap():
+    from matplotlib.text import Text
+
+    ax = plot_aspect_ratios(zoo_table())
+    fig = ax.figure
+    fig.canvas.draw()  # the final layout: labels must still be apart after it
+    r = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(r)
+    boxes = []
+    for t in ax.texts:
+        if "C/L" in t.get_text():
+            continue
+        t.update_positions(r)
+        boxes.append((t.get_text(), Text.get_window_extent(t, r)))
+    clashes = [(a, b) for i, (a, x) in enumerate(boxes) for b, y in boxes[i + 1:] if x.overlaps(y)]
+    assert clashes == []
+    assert all(frame.x0 <= b.x0 and b.x1 <= frame.x1 and frame.y0 <= b.y0 and b.y1 <= frame.y1
+               for _, b in boxes)
+
+
+def test_place_labels_spreads_a_crowd_and_checks_lengths():
+    from matplotlib.text import Text
+
+    from llmviz.plots.architecture import place_labels
+
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.set_xlim(0, 10)
+    ax.set_ylim(0, 10)
+    xy = [(5 + 0.02 * i, 5) for i in range(8)]  # eight points on top of each other
+    texts = place_labels(ax, xy, [f"label number {i}" for i in range(8)])
+    r = fig.canvas.get_renderer()
+    for t in texts:
+        t.update_positions(r)
+    boxes = [Text.get_window_extent(t, r) for t in texts]
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    assert any(t.arrow_patch is not None for t in texts)  # the far ones get leader lines
+    with pytest.raises(ValueError, match="xy has 2 points but labels has 1"):
+        place_labels(ax, [(1, 1), (2, 2)], ["one"])
+
+
 def test_plot_adoption_grid_every_model():
     df = zoo_table()
     ax = plot_adoption(df, column="position")
