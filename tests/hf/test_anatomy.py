@@ -183,3 +183,12 @@ def test_anatomy_errors(tmp_path):
         anatomy(transformers.LlamaConfig(), context=0)
     with pytest.raises(ValueError, match="seq_len must be a positive int"):
         anatomy(transformers.LlamaConfig()).kv_cache_bytes(0)
+
+
+@pytest.mark.parametrize("family", ["mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss",
+                                    "qwen3_next"])
+def test_anatomy_counts_the_loaded_2025_models(family, make_hf):
+    """anatomy() from the config alone equals the parameters of the model the bridge loads."""
+    hf = make_hf(family)
+    ours = from_hf(hf)
+    assert anatomy(hf.config).total_params == sum(p.numel() for p in ours.parameters())

@@ -119,3 +119,48 @@ def test_state_dict_and_config_load_like_the_model(make_hf, ids):
     with torch.no_grad():
         torch.testing.assert_close(a(ids).logits, b(ids).logits, rtol=0, atol=0)
     assert from_hf(hf, dtype=torch.float64).lm_head.weight.dtype == torch.float64
+
+
+def test_2025_features_are_represented(make_hf):
+    """Experts, latent attention, sinks and linear layers arrive in the translated configs."""
+    c = config_from_hf(make_hf("mixtral").config)
+    assert (c.n_experts, c.experts_top_k, c.moe_layers, c.moe_normalize) == (4, 2, None, True)
+    c = config_from_hf(make_hf("qwen3_moe").config)  # layer 0 is in mlp_only_layers: dense
+    assert (c.moe_layers, c.expert_d_ff, c.d_ff) == ((1,), 32, 96)
+    c = config_from_hf(make_hf("qwen2_moe").config)
+    assert (c.shared_expert_d_ff, c.shared_expert_gate, c.moe_normalize) == (40, True, False)
+    c = config_from_hf(make_hf("deepseek_v3").config)
+    assert (c.attn_kind, c.kv_lora_rank, c.q_lora_rank, c.rope_layout) == ("mla", 16, 24, "interleaved")
+    assert (c.moe_layers, c.moe_score, c.moe_scaling, c.moe_n_groups, c.moe_topk_groups) == (
+        (1, 2), "sigmoid", 2.5, 2, 1)
+    assert c.moe_bias_balancing and c.n_shared_experts == 1
+    c = config_from_hf(make_hf("gpt_oss").config)
+    assert (c.attn_sinks, c.layer_windows, c.expert_glu, c.expert_glu_limit) == (
+        True, (5, None), "clamped", 1.0)
+    assert c.router_bias and c.expert_bias and c.rope_scaling.kind == "yarn"
+    c = config_from_hf(make_hf("qwen3_next").config)
+    assert (c.linear_layers, c.attn_output_gate, c.norm, c.qk_norm, c.rotary_dim) == (
+        (0, 1, 2), True, "rms_gemma", "rms_gemma", 4)
+
+
+def test_deepseek_v3_multi_token_prediction_layers_are_skipped(make_hf, ids):
+    hf = make_hf("deepseek_v3")
+    sd = hf.state_dict()
+    sd["model.layers.3.eh_proj.weight"] = torch.zeros(64, 128)  # an MTP module (layer n_layers)
+    ours = from_hf(sd, config=hf.config)
+    diff, _ = _max_diff(hf, ours, ids)
+    assert diff <= 1e-5
+    sd["model.layers.0.self_attn.extra.weight"] = torch.zeros(1)  # a real layer stays strict
+    with pytest.raises(ValueError, match=r"left unused.*extra"):
+        from_hf(sd, config=hf.config)
+
+
+@pytest.mark.parametrize("family", ["qwen2_moe", "deepseek_v3", "gpt_oss", "qwen3_next"])
+def test_2025_families_decode_with_the_cache_like_the_full_forward(family, make_hf, gen):
+    ours = from_hf(make_hf(family))
+    x = torch.randint(3, 100, (2, 10), generator=gen)
+    with torch.no_grad():
+        cache = ours.new_cache()
+        steps = [ours(x[:, :4], cache=cache).logits]
+        steps += [ours(x[:, t:t + 1], cache=cache).logits for t in range(4, 10)]
+        torch.testing.assert_close(torch.cat(steps, 1), ours(x).logits, atol=1e-5, rtol=0)
