@@ -16,9 +16,13 @@ True
 6738415616
 
 Supported families (:data:`SUPPORTED`): llama, mistral, qwen2, qwen3, gemma, gemma2,
-gemma3_text, olmo2, phi3, gpt2, smollm3 (NoPE layers). Refused by name (:data:`REFUSED`):
-mixture-of-experts, latent attention, sinks and linear-attention families, until the model
-holds those components.
+gemma3_text, olmo2, phi3, gpt2, smollm3 (NoPE layers), and the 2025 ones: mixtral, qwen2_moe,
+qwen3_moe (mixtures of experts, Qwen2-MoE's sigmoid-gated shared expert), deepseek_v3 (latent
+attention, sigmoid routing with a choice bias and expert groups, shared experts; its
+multi-token-prediction layers skipped), gpt_oss (learned sinks, alternating sliding and full
+layers, YaRN, biased experts with its clamped GLU) and qwen3_next (Gated DeltaNet layers, gated
+attention, partial rotary, gated shared expert). Refused by name (:data:`REFUSED`): deepseek_v2
+(its router ranks expert groups differently) and gemma3 (the vision-language wrapper).
 Single layers of some of them map onto llmviz modules already (:mod:`.layers`).
 """
 

@@ -24,9 +24,9 @@ __all__ = ["REFUSED", "SUPPORTED", "config_from_hf", "family_of"]
 
 #: model_type -> why llmviz cannot load it yet (these arrive with the Part V components).
 REFUSED = {
-    "deepseek_v2": "its mixture of experts routes by softmax with a greedy or group-limited top-k "
-                   "and no choice bias, a router llmviz has only in DeepSeek-V3's sigmoid form; "
-                   "load DeepSeek-V3 checkpoints (model_type 'deepseek_v3')",
+    "deepseek_v2": "its group-limited router ranks expert groups by their best softmax score, while "
+                   "llmviz's router ranks them by the sum of their two best (DeepSeek-V3's rule); "
+                   "DeepSeek-V3 checkpoints (model_type 'deepseek_v3') load",
     "gemma3": "a vision-language model; load its text part (Gemma3ForCausalLM, model_type "
               "'gemma3_text') instead",
 }
