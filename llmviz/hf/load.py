@@ -59,4 +59,7 @@ def from_hf(
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
             raise TypeError(f"dtype must be a floating torch.dtype such as torch.bfloat16, got {dtype!r}")
         model = model.to(dtype)
+        for module in model.modules():  # DeepSeek-V3's choice bias stays float32, as in HF
+            if getattr(module, "e_score_correction_bias", None) is not None:
+                module.e_score_correction_bias = module.e_score_correction_bias.float()
     return model.eval()

@@ -136,8 +136,8 @@ class DecoderLM(nn.Module):
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
-        """Normal(0, init_std) weights, zero biases; residual output projections (``o_proj``,
-        ``down_proj``) get ``init_std / sqrt(2 n_layers)`` (GPT-2); DeepNorm stacks then scale
+        """Normal(0, init_std) weights (expert and router matrices too), zero biases; residual
+        output projections (``o_proj``, ``down_proj``, the experts' ``down_proj``) get ``init_std / sqrt(2 n_layers)`` (GPT-2); DeepNorm stacks then scale
         v/o/feed-forward weights by beta. Norm weights keep their own initialisation."""
         c = self.config
         for name, module in self.named_modules():
@@ -150,6 +150,11 @@ class DecoderLM(nn.Module):
                     nn.init.zeros_(module.bias)
             elif isinstance(module, nn.Embedding):
                 nn.init.normal_(module.weight, std=c.init_std)
+        for name, p in self.named_parameters():  # experts and routers hold bare parameters
+            if name.endswith(("experts.gate_up_proj", "mlp.gate.weight")):
+                nn.init.normal_(p, std=c.init_std)
+            elif name.endswith("experts.down_proj"):
+                nn.init.normal_(p, std=c.init_std / math.sqrt(2 * c.n_layers))
         if c.placement == "deepnorm":
             for block in self.layers:
                 block.deepnorm_init_(c.deepnorm_beta)

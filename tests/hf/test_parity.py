@@ -164,3 +164,9 @@ def test_2025_families_decode_with_the_cache_like_the_full_forward(family, make_
         steps = [ours(x[:, :4], cache=cache).logits]
         steps += [ours(x[:, t:t + 1], cache=cache).logits for t in range(4, 10)]
         torch.testing.assert_close(torch.cat(steps, 1), ours(x).logits, atol=1e-5, rtol=0)
+
+
+def test_deepseek_v3_choice_bias_stays_float32(make_hf):
+    ours = from_hf(make_hf("deepseek_v3"), dtype=torch.bfloat16)
+    assert ours.layers[1].mlp.gate.e_score_correction_bias.dtype == torch.float32
+    assert ours.layers[1].mlp.experts.gate_up_proj.dtype == torch.bfloat16
