@@ -46,6 +46,7 @@ import torch
 
 from ..model.config import ModelConfig
 from ..model.lm import DecoderLM
+from .layers import split_ba, split_qkvz
 
 __all__ = ["Source", "load_checkpoint", "plan_for", "state_dict_of"]
 
@@ -157,15 +158,14 @@ def _qwen3_next_source(i: str, module: str, rest: str, c: ModelConfig) -> Source
     if module != "linear_attn":
         return None
     Hk, Hv, D = c.linear_key_heads or c.linear_heads, c.linear_heads, c.linear_head_dim
-    r = Hv // Hk
-    qkvz = 2 * D + 2 * r * D  # rows per key head: q | k | v of its r value heads | z of them
-    spans = {"q_proj": (0, D), "k_proj": (D, 2 * D), "v_proj": (2 * D, 2 * D + r * D),
-             "z_proj": (2 * D + r * D, qkvz)}
-    if name in spans:
-        return Source(f"layers.{i}.linear_attn.in_proj_qkvz.weight", fn=_rows_per_group(Hk, qkvz, *spans[name]))
+    qkvz = ("q_proj", "k_proj", "v_proj", "z_proj")
+    if name in qkvz:  # the regrouping of llmviz.hf.layers.gated_deltanet_from_hf
+        j = qkvz.index(name)
+        return Source(f"layers.{i}.linear_attn.in_proj_qkvz.weight",
+                      fn=lambda w: split_qkvz(w, Hk, Hv, D, D)[j])
     if name in ("b_proj", "a_proj"):
-        start = 0 if name == "b_proj" else r
-        return Source(f"layers.{i}.linear_attn.in_proj_ba.weight", fn=_rows_per_group(Hk, 2 * r, start, start + r))
+        j = 0 if name == "b_proj" else 1
+        return Source(f"layers.{i}.linear_attn.in_proj_ba.weight", fn=lambda w: split_ba(w, Hk, Hv)[j])
     renamed = {"conv": "conv1d", "norm_weight": "norm", "o_proj": "out_proj"}
     if name in renamed:
         tail = rest.split(".", 1)[1] if "." in rest else "weight"
