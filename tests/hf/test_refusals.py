@@ -141,3 +141,25 @@ def test_one_entry_point_for_llama_and_gpt2(make_hf, ids):
         assert (from_hf(gpt2)(ids).logits - gpt2(ids).logits).abs().max() <= 1e-5
         ours = from_hf(llama.state_dict(), config=llama.config)
         assert (ours(ids).logits - llama(ids).logits).abs().max() <= 1e-5
+
+
+def test_2025_family_features_llmviz_lacks_are_named():
+    tiny = dict(vocab_size=100, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_experts=4,
+                moe_intermediate_size=32, shared_expert_intermediate_size=40)
+    config = transformers.Qwen3NextConfig(linear_key_head_dim=8, linear_value_head_dim=16,
+                                          layer_types=["linear_attention", "full_attention"], **tiny)
+    with pytest.raises(NotImplementedError, match="linear_key_head_dim=8 differs from linear_value_head_dim=16"):
+        config_from_hf(config)
+    config = transformers.Qwen3NextConfig(layer_types=["linear_attention", "full_attention"], **tiny)
+    config.layer_types = ["linear_attention", "sliding_attention"]
+    with pytest.raises(NotImplementedError, match=r"qwen3_next: layer types \['sliding_attention'\]"):
+        config_from_hf(config)
+
+
+def test_packed_qwen3_next_tensor_of_the_wrong_size_is_refused(make_hf):
+    hf = make_hf("qwen3_next")
+    sd = hf.state_dict()
+    sd["model.layers.0.linear_attn.in_proj_qkvz.weight"] = torch.zeros(90, 64)
+    with pytest.raises(ValueError, match=r"in_proj_qkvz has shape \(90, 64\)"):
+        from_hf(sd, config=hf.config)
