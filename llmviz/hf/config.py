@@ -6,6 +6,8 @@ per layer type) and checks every config field that would change the computation:
 llmviz cannot represent raises ``NotImplementedError`` (a feature llmviz lacks) or
 ``ValueError`` (a value that contradicts the family), naming the field.
 
+line budget: one reader per family in one file, so that their checks read alike.
+
 Families: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, olmo2, phi3, gpt2, smollm3,
 and the 2025 ones: mixtral, qwen2_moe, qwen3_moe (mixtures of experts), deepseek_v3 (latent
 attention and experts), gpt_oss (sinks, alternating windows, biased clamped-GLU experts) and

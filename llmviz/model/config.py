@@ -5,6 +5,8 @@ position scheme, the norm and where it sits, serial or parallel blocks, the feed
 and the stability tricks (QK-norm, soft-capping, z-loss). It is validated once, in
 ``__post_init__``, so a model can never be built from an inconsistent config.
 
+line budget: one validated field list, so that every model family reads its features here.
+
 Shape letters: B batch, T query length, S key length, H heads, G kv heads, D head dim,
 C model dim (``d_model``).
 """
@@ -290,9 +292,9 @@ class ModelConfig:
             if bad:
                 raise ValueError(f"moe_layers must hold layer indices in [0, {self.n_layers}); got {bad}")
             object.__setattr__(self, "moe_layers", tuple(sorted(set(layers))))
-        from ..moe.router import _check_groups
+        from ..moe.router import check_groups
 
-        _check_groups(self.n_experts, self.experts_top_k, self.moe_n_groups, self.moe_topk_groups)
+        check_groups(self.n_experts, self.experts_top_k, self.moe_n_groups, self.moe_topk_groups)
 
     def _check_mla(self) -> None:
         check_choice(self.attn_kind, "attn_kind", ATTN_KINDS)

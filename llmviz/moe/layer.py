@@ -48,6 +48,12 @@ def clamped_glu(gate: torch.Tensor, up: torch.Tensor, *, alpha: float = 1.702, l
     approximation of GELU) instead of silu, both halves are clamped (the gate from above only),
     and the up half is shifted by one, so a zero up projection passes the gate through.
     """
+    check_tensor(gate, "gate", floating=True)
+    check_tensor(up, "up", floating=True)
+    if gate.shape != up.shape:
+        raise ValueError(f"gate {tuple(gate.shape)} and up {tuple(up.shape)} must have one shape")
+    check_positive(alpha, "alpha")
+    check_positive(limit, "limit")
     g = gate.clamp(max=limit)
     return (up.clamp(min=-limit, max=limit) + 1) * (g * torch.sigmoid(g * alpha))
 

@@ -37,7 +37,7 @@ from torch import nn
 
 from .._checks import check_choice, check_positive, check_positive_int, check_real, check_tensor
 
-__all__ = ["SCORE_KINDS", "Routing", "route", "Router", "balance_bias_update", "check_top_k"]
+__all__ = ["SCORE_KINDS", "Routing", "route", "Router", "balance_bias_update", "check_top_k", "check_groups"]
 
 #: How router logits become per-expert scores.
 SCORE_KINDS = ("softmax", "sigmoid")
@@ -105,6 +105,12 @@ def _check_groups(n_experts: int, top_k: int, n_groups: int | None, topk_groups:
             f"top_k ({top_k}) exceeds the experts in the {topk_groups} allowed groups "
             f"({topk_groups} * {n_experts // n_groups}); raise topk_groups or lower top_k"
         )
+
+
+def check_groups(n_experts: int, top_k: int, n_groups: int | None, topk_groups: int | None) -> None:
+    """Group-limited routing settings checked: both or neither, E divisible into the groups,
+    ``topk_groups <= n_groups``, and enough experts in the allowed groups for ``top_k``."""
+    _check_groups(n_experts, top_k, n_groups, topk_groups)
 
 
 def _group_mask(choice: torch.Tensor, n_groups: int, topk_groups: int) -> torch.Tensor:
