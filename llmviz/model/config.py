@@ -321,6 +321,9 @@ class ModelConfig:
                              f"{bad or ['position=' + repr(self.position)]}; drop them")
         if self.layer_windows is not None or self.sliding_window is not None:
             raise ValueError("attn_kind='mla' attends globally: drop sliding_window/layer_windows")
+        if self.placement == "deepnorm":
+            raise ValueError("placement='deepnorm' scales v_proj, which latent attention has not; "
+                             "use another placement with attn_kind='mla'")
 
     # ------------------------------------------------------------------------- derived values
     @property

@@ -176,6 +176,7 @@ def test_clamped_glu_and_gated_shared_expert():
         (dict(MLA, attn_sinks=True), r"none of \['attn_sinks'\]"),
         (dict(SMALL, kv_lora_rank=8), r"\['kv_lora_rank'\] only apply to attn_kind='mla'"),
         (dict(SMALL, attn_kind="latent"), "attn_kind"),
+        (dict(MLA, placement="deepnorm"), "placement='deepnorm' scales v_proj"),
     ],
 )
 def test_bad_configs_are_named(kw, match):
