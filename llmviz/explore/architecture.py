@@ -89,9 +89,10 @@ def architecture_explorer(*, vocab_size: int = 32000) -> Explorer:
         "yaxis2": {"domain": [0, 0.38], "type": "log", "range": [-4, 3.5], "anchor": "x2",
                    "title": {"text": "KV cache (GiB)"}},
         "legend": {"x": 0.01, "y": 0.38, "yanchor": "top", "bgcolor": "rgba(255,255,255,0.6)"},
-        "title": {"font": {"size": 12}, "y": 0.98, "yanchor": "top"},
+        # below the plotly toolbar (about 35 px), above the top panel
+        "title": {"font": {"size": 12}, "y": 1 - 40 / 960, "yanchor": "top"},
         "height": 960,
-        "margin": {"t": 100, "b": 70 + 70 * 4, "l": 60, "r": 20},
+        "margin": {"t": 110, "b": 70 + 70 * 4, "l": 60, "r": 20},
     }
     return Explorer(
         architecture_frame,
