@@ -9,7 +9,10 @@ split into the explorer function (compute) and the plotly figure build (figure),
 the ratio to the 100 ms target, the time to build the static face (every grid point), and the
 size of its HTML (what it adds to a page of the site).
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_explorers.py [--strict] [--repeats 5]
+    OMP_NUM_THREADS=1 python benchmarks/bench_explorers.py [--strict] [--repeats 5] [--go-figure]
+
+``--go-figure`` builds each update's figure as a ``go.Figure`` (the earlier live face) instead
+of the plotly JSON the live face sends now, for a before/after comparison.
 
 ``--strict`` exits 1 when an explorer's median update misses the target.
 """
@@ -29,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import llmviz.explore as explore_pkg  # noqa: E402
 from llmviz.explore import Explorer  # noqa: E402
-from llmviz.explore._render import unflatten  # noqa: E402
+from llmviz.explore._render import figure_json, plotly_layout, unflatten  # noqa: E402
 from llmviz.training.bench import header  # noqa: E402
 
 TARGET_S = 0.100
@@ -55,17 +58,25 @@ def discover() -> list[tuple[str, Explorer]]:
     return found
 
 
-def _update(ex: Explorer, params: dict) -> tuple[float, float]:
+def _update(ex: Explorer, params: dict, base: dict | None = None) -> tuple[float, float]:
     """What the live face does on a control change: compute, then build the figure.
+
+    With ``base`` (the layout from :func:`plotly_layout`, made once) the figure is built as the
+    live face builds it, plotly JSON with the frame merged in; without, as a ``go.Figure``
+    (how the live face built it before: validation of the whole figure on every update).
+    A value seen before costs nothing in the live face (it is cached); this measures a miss.
 
     Returns ``(compute seconds, figure seconds)``.
     """
     t0 = time.perf_counter()
     frame = ex.frame(**params)
     t1 = time.perf_counter()
-    fig = go.Figure(data=frame.traces, layout=ex._base_layout())
-    if frame.layout:
-        fig.update_layout(unflatten(frame.layout))
+    if base is not None:
+        figure_json(frame, base)
+    else:
+        fig = go.Figure(data=frame.traces, layout=ex._base_layout())
+        if frame.layout:
+            fig.update_layout(unflatten(frame.layout))
     return t1 - t0, time.perf_counter() - t1
 
 
@@ -79,13 +90,14 @@ def _neighbours(ex: Explorer) -> list[dict]:
     return out
 
 
-def measure(ex: Explorer, repeats: int) -> dict:
+def measure(ex: Explorer, repeats: int, *, go_figure: bool = False) -> dict:
     points = _neighbours(ex)
-    _update(ex, ex.defaults)  # warm-up (imports, caches)
+    base = None if go_figure else plotly_layout(ex._base_layout())
+    _update(ex, ex.defaults, base)  # warm-up (imports, caches)
     times, compute, figure = [], [], []
     for _ in range(repeats):
         for p in points:
-            c, f = _update(ex, p)
+            c, f = _update(ex, p, base)
             compute.append(c)
             figure.append(f)
             times.append(c + f)
@@ -107,14 +119,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--strict", action="store_true")
+    parser.add_argument("--go-figure", action="store_true",
+                        help="build each update as a go.Figure (the earlier live face) to compare")
     args = parser.parse_args(argv)
 
-    print(header("explorer update latency (compute + figure), target < 100 ms"))
+    how = "go.Figure" if args.go_figure else "plotly JSON, as the live face"
+    print(header(f"explorer update latency (compute + figure built as {how}), target < 100 ms"))
     print(f"{'explorer':36} {'median ms':>9} {'compute':>8} {'figure':>8} {'max ms':>8} "
           f"{'ratio':>6} {'frames':>6} {'static s':>8} {'html KB':>8}")
     slow = []
     for name, ex in discover():
-        r = measure(ex, args.repeats)
+        r = measure(ex, args.repeats, go_figure=args.go_figure)
         ratio = r["median_s"] / TARGET_S
         flag = "" if ratio < 1 else "  <- over target"
         if ratio >= 1:

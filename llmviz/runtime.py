@@ -172,15 +172,7 @@ def setup_notebook(seed: int = 0, *, cpu_threads: int | None = 1) -> NotebookInf
         torch.set_num_threads(cpu_threads)
     if in_book_build():
         _register_book_renderer()
-    try:  # crisp inline matplotlib figures in any Jupyter front end
-        from matplotlib_inline.backend_inline import set_matplotlib_formats
-
-        set_matplotlib_formats("png")
-    except ImportError:  # pragma: no cover
-        pass
-    import matplotlib as mpl
-
-    mpl.rcParams["figure.dpi"] = 110
+    _sharp_figures()
     return NotebookInfo(
         llmviz=__version__,
         torch=torch.__version__,
@@ -190,6 +182,30 @@ def setup_notebook(seed: int = 0, *, cpu_threads: int | None = 1) -> NotebookInf
         seed=seed,
         threads=torch.get_num_threads(),
     )
+
+
+#: Inline matplotlib figures: their size on the page in CSS pixels per inch, and how many
+#: image pixels each CSS pixel gets (2: sharp on high-density screens and when a phone or the
+#: reader zooms in; the PNG carries its display size, so it is not drawn twice as large).
+FIGURE_DPI = 110
+FIGURE_PIXEL_RATIO = 2
+
+
+def _sharp_figures() -> None:
+    """Inline matplotlib figures as PNGs at ``FIGURE_PIXEL_RATIO`` x ``FIGURE_DPI`` with their
+    display size in the output's metadata (IPython's "retina" format); myst-nb writes that size
+    on the site's ``<img>``. Chosen over SVG by measurement (``benchmarks/bench_figures.py``):
+    over a representative set of the book's figures the 2x PNGs weigh about twice the 1x ones
+    and less than the SVGs (heatmaps, histograms and 3D cubes are heavier as SVG; only plain
+    line plots are lighter), and a PNG looks the same whatever fonts the reader has."""
+    import matplotlib as mpl
+
+    mpl.rcParams["figure.dpi"] = FIGURE_DPI
+    try:
+        from matplotlib_inline.backend_inline import set_matplotlib_formats
+    except ImportError:  # pragma: no cover - comes with ipykernel
+        return
+    set_matplotlib_formats("retina" if FIGURE_PIXEL_RATIO == 2 else "png")
 
 
 @contextlib.contextmanager

@@ -28,12 +28,27 @@ from typing import Any, Callable, Mapping, Sequence
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from ._render import SLIDER_JS, LatestWins, format_value, make_widget, unflatten
+from ._render import (
+    PLOTLY_MIME,
+    SLIDER_JS,
+    FrameCache,
+    LatestWins,
+    figure_json,
+    format_value,
+    make_widget,
+    plotly_layout,
+    unflatten,
+)
 
 __all__ = ["Control", "Frame", "Explorer", "face", "MAX_STATIC_FRAMES"]
 
 #: Upper bound on the static grid (product of the controls' value counts): page weight.
 MAX_STATIC_FRAMES = 400
+#: Figures the live face keeps per explorer (a value seen before redraws without computing).
+LIVE_CACHE_SIZE = 256
+#: An explorer whose first frame takes longer than this (seconds) computes, while the reader
+#: looks, the values one step away from what is shown (:meth:`Explorer.neighbours`).
+PREFETCH_ABOVE_S = 0.02
 
 _FACES = ("live", "static")
 
@@ -202,6 +217,27 @@ class Explorer:
         combos = itertools.product(*(c.values for c in self.controls))
         return [dict(zip((c.name for c in self.controls), combo)) for combo in combos]
 
+    def neighbours(self, params: Mapping[str, Any]) -> list[dict]:
+        """The parameter sets one step from ``params``: each control moved one value down and
+        one up (one ``step`` of its live range if it has one, else its neighbours in
+        ``values``), the others kept. What a reader's next arrow-key press can ask for."""
+        out = []
+        for c in self.controls:
+            value = params.get(c.name, c.default)
+            steps: list = []
+            if c.live is not None:
+                lo, hi, step = c.live
+                steps = [v for v in (value - step, value + step) if lo <= v <= hi]
+                if all(isinstance(x, int) for x in c.live):
+                    steps = [int(v) for v in steps]
+                else:
+                    steps = [round(v, 12) for v in steps]
+            elif value in c.values:
+                i = c.values.index(value)
+                steps = [c.values[j] for j in (i - 1, i + 1) if 0 <= j < len(c.values)]
+            out.extend({**params, c.name: v} for v in steps)
+        return out
+
     def _strides(self) -> list[int]:
         strides, step = [], 1
         for c in reversed(self.controls):
@@ -291,41 +327,58 @@ class Explorer:
         thread so the kernel keeps receiving control changes meanwhile.
         """
         import ipywidgets as widgets
-        from IPython.display import display
 
         if background is None:
             background = _in_kernel()
         start = time.perf_counter()
         first = self.frame()
-        slow = time.perf_counter() - start > 0.05
+        first_s = time.perf_counter() - start
+        slow = first_s > 0.05
         controls = {c.name: make_widget(c, widgets, continuous=not slow) for c in self.controls}
         out = widgets.Output()
+        cache = FrameCache(LIVE_CACHE_SIZE)
+        base = self._base_layout()
+        base.update(margin={**base["margin"], "b": 60},
+                    height=base["height"] - 50 * len(self.controls))
+        base = plotly_layout(base)  # template expanded once, not on every update
 
-        def figure(params: dict) -> go.Figure:
-            frame = first if params == self.defaults else self.frame(**params)
-            base = self._base_layout()
-            fig = go.Figure(data=frame.traces, layout=base)
-            fig.update_layout(margin={"b": 60}, height=base["height"] - 50 * len(self.controls))
-            if frame.layout:
-                fig.update_layout(unflatten(frame.layout))
-            return fig
+        def figure(params: dict) -> dict:
+            """The plotly JSON the front end draws; cached per value (the function is pure)."""
+            key = FrameCache.key(params)
+            spec = cache.get(key)
+            if spec is None:
+                frame = first if params == self.defaults else self.frame(**params)
+                spec = figure_json(frame, base)
+                cache.put(key, spec)
+            return spec
 
-        def draw(fig: go.Figure) -> None:
-            if background:  # from the worker thread: set the outputs, no display hooks
-                out.outputs = ({"output_type": "display_data", "metadata": {},
-                                "data": fig._repr_mimebundle_()},)
-                return
-            with out:
-                out.clear_output(wait=True)
-                display(fig)
+        def prepare(shown: dict, stop: Callable[[], bool]) -> None:
+            """While the reader looks: compute the values one step from ``shown`` (slow
+            explorers only), so the next arrow-key press or slider step is a cache hit."""
+            for params in self.neighbours(shown):
+                if stop():
+                    return
+                if cache.get(FrameCache.key(params), count=False) is None:
+                    try:
+                        figure(params)
+                    except Exception:  # noqa: BLE001 - a real update reports it when asked
+                        return
+
+        def draw(spec: dict) -> None:
+            # Set the Output's content directly (works from the worker thread; no display
+            # hooks), only the plotly mimetype: no HTML copy of the same figure alongside.
+            out.outputs = ({"output_type": "display_data", "metadata": {},
+                            "data": {PLOTLY_MIME: spec, "text/plain": "<plotly figure>"}},)
 
         def failed(exc: BaseException) -> None:
             text = f"{type(exc).__name__}: {exc}"
             out.outputs = ({"output_type": "stream", "name": "stderr", "text": text},)
 
-        updates = LatestWins(figure, draw, background=background, on_error=failed)
+        updates = LatestWins(figure, draw, background=background, on_error=failed,
+                             idle=prepare if first_s > PREFETCH_ABOVE_S else None)
         box = widgets.VBox([widgets.HBox(list(controls.values())), out])
         box.updates = updates  # for tests: .wait(), .drawn
+        box.cache = cache  # for tests: .hits, .misses
 
         def changed(*_: Any) -> None:
             updates.submit({name: w.value for name, w in controls.items()})

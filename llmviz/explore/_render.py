@@ -6,10 +6,16 @@ Used by :class:`llmviz.explore.Explorer` (see :mod:`llmviz.explore._core` for th
 
 from __future__ import annotations
 
+import json
 import threading
-from typing import Any, Callable, Mapping
+from collections import OrderedDict
+from typing import Any, Callable, Hashable, Mapping
 
-__all__ = ["format_value", "unflatten", "make_widget", "LatestWins", "SLIDER_JS"]
+__all__ = ["format_value", "unflatten", "make_widget", "LatestWins", "SLIDER_JS",
+           "PLOTLY_MIME", "FrameCache", "plotly_layout", "figure_json"]
+
+#: The mimetype JupyterLab's plotly renderer draws (data, layout, config as JSON).
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
 
 
 def format_value(v: Any) -> str:
@@ -51,6 +57,94 @@ def make_widget(c: Any, widgets: Any, *, continuous: bool):
     )
 
 
+def _merge(base: dict, update: Mapping[str, Any]) -> dict:
+    """``base`` updated recursively by ``update`` (nested dicts merge, other values replace)."""
+    out = dict(base)
+    for key, value in update.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def plotly_layout(layout: Mapping[str, Any]) -> dict:
+    """A plotly layout as plain JSON-ready dicts: validated once (magic underscores such as
+    ``xaxis_title`` resolved) and the named template (``"plotly_white"``) expanded, so the
+    live face can merge per-frame changes into it without building a ``go.Figure``."""
+    import plotly.graph_objects as go
+
+    return json.loads(go.Layout(layout).to_json())
+
+
+def figure_json(frame: Any, base_layout: Mapping[str, Any]) -> dict:
+    """The plotly JSON of one live update: ``frame``'s traces on ``base_layout`` (from
+    :func:`plotly_layout`) with ``frame.layout``'s changes merged in.
+
+    The traces are already validated plotly objects (``to_plotly_json``, numpy arrays turned
+    into lists); the per-frame layout changes are validated as a partial ``go.Layout``. This
+    skips building and validating a whole ``go.Figure`` on every slider move (tens of ms).
+    """
+    import plotly.graph_objects as go
+    import plotly.io as pio
+
+    data = [t.to_plotly_json() if hasattr(t, "to_plotly_json") else dict(t) for t in frame.traces]
+    layout = dict(base_layout)
+    if frame.layout:
+        layout = _merge(layout, go.Layout(unflatten(frame.layout)).to_plotly_json())
+    return json.loads(pio.to_json({"data": data, "layout": layout}, validate=False))
+
+
+class FrameCache:
+    """A small least-recently-used store of live figures, keyed by the controls' values.
+
+    The explorer functions are pure, so a value seen before (a slider moved back, a key held
+    back and forth) redraws from here without computing.
+    """
+
+    def __init__(self, size: int) -> None:
+        if not isinstance(size, int) or size < 1:
+            raise ValueError(f"FrameCache size must be a positive int, got {size!r}")
+        self.size = size
+        self._items: OrderedDict[Hashable, Any] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def key(params: Mapping[str, Any]) -> Hashable:
+        """A hashable key for ``params`` (unhashable values are keyed by their repr)."""
+        items = []
+        for name in sorted(params):
+            value = params[name]
+            try:
+                hash(value)
+            except TypeError:
+                value = ("<repr>", repr(value))
+            items.append((name, value))
+        return tuple(items)
+
+    def get(self, key: Hashable, *, count: bool = True) -> Any:
+        """The stored value or None; ``count=False`` leaves the hit/miss counts and the
+        recency order alone (a look, not a use)."""
+        if key in self._items:
+            if count:
+                self._items.move_to_end(key)
+                self.hits += 1
+            return self._items[key]
+        if count:
+            self.misses += 1
+        return None
+
+    def put(self, key: Hashable, value: Any) -> None:
+        self._items[key] = value
+        self._items.move_to_end(key)
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
 class LatestWins:
     """Run the live face's updates so that the latest control value wins.
 
@@ -68,12 +162,18 @@ class LatestWins:
         compute: ``params -> result`` (slow; may run in the worker thread).
         draw: ``result -> None``, called only for the newest params.
         on_error: ``exception -> None`` in the background (default: re-raise in ``submit``).
+        idle: ``(params on screen, stop) -> None``, run in the worker thread (background only)
+            once after each drawn update when nothing is pending; it should check ``stop()``
+            often and return when it is true (a new value arrived). The live face uses it to
+            compute the values one step away before the reader asks for them.
     """
 
     def __init__(self, compute: Callable[[dict], Any], draw: Callable[[Any], None], *,
                  background: bool, on_error: Callable[[BaseException], None] | None = None,
-                 drawn: Mapping[str, Any] | None = None) -> None:
-        self._compute, self._draw, self._on_error = compute, draw, on_error
+                 drawn: Mapping[str, Any] | None = None,
+                 idle: Callable[[dict, Callable[[], bool]], None] | None = None) -> None:
+        self._compute, self._draw, self._on_error, self._idle = compute, draw, on_error, idle
+        self._idled = True  # nothing drawn by the worker yet: nothing to prepare
         self.background = background
         self._lock = threading.RLock()
         self._generation = 0
@@ -105,9 +205,18 @@ class LatestWins:
         try:
             while True:
                 with self._lock:
-                    if self._pending is None:
+                    idle_now = (self._pending is None and self.background
+                                and self._idle is not None and not self._idled)
+                    if idle_now:
+                        self._idled = True
+                        shown = dict(self.drawn or {})
+                    elif self._pending is None:
                         self._busy = False
                         return
+                if idle_now:  # outside the lock: submits keep arriving and stop it
+                    self._idle(shown, lambda: self._pending is not None)
+                    continue
+                with self._lock:
                     generation, params = self._pending
                     self._pending = None
                     if params == self.drawn:
@@ -118,6 +227,7 @@ class LatestWins:
                         continue
                     self._draw(result)
                     self.drawn = params
+                    self._idled = False
         except BaseException as exc:  # noqa: BLE001 - reported, and the next submit runs again
             with self._lock:
                 self._busy = False

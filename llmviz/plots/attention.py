@@ -32,6 +32,8 @@ __all__ = [
     "plot_head_metrics",
     "plot_attention_heads_plotly",
     "plot_group_mapping",
+    "label_every",
+    "MAX_TOKEN_LABELS",
 ]
 
 
@@ -40,14 +42,35 @@ def _scale(values: np.ndarray, vmax: float | None) -> tuple[str, float, float, s
     return (DIVERGING, lo, hi, "score") if lo < 0 else (SEQUENTIAL, lo, hi, "weight")
 
 
+#: Most token labels an axis shows; beyond it every k-th token is labelled.
+MAX_TOKEN_LABELS = 32
+
+
+def label_every(n: int, max_labels: int = MAX_TOKEN_LABELS) -> int:
+    """The step k such that labelling every k-th of ``n`` tokens shows at most ``max_labels``."""
+    check_positive_int(max_labels, "max_labels")
+    if not isinstance(n, (int, np.integer)) or n < 0:
+        raise ValueError(f"n must be a non-negative int (a token count), got {n!r}")
+    return max(1, math.ceil(n / max_labels))
+
+
+def _token_ticks(ax, q_labels: Sequence[str], k_labels: Sequence[str]) -> None:
+    """Token labels on both axes: every one up to ``MAX_TOKEN_LABELS``, else every k-th
+    (positions kept, so a label still sits on its own row/column). Key labels are vertical."""
+    for labels, set_ticks, rotation in ((k_labels, ax.set_xticks, 90),
+                                        (q_labels, ax.set_yticks, 0)):
+        k = label_every(len(labels))
+        pos = range(0, len(labels), k)
+        set_ticks(list(pos), [labels[i] for i in pos], rotation=rotation)
+
+
 def _draw(ax, w: np.ndarray, tokens, scale: tuple[str, float, float, str], *, ticks: bool = True):
     T, S = w.shape
     im = ax.imshow(w, cmap=scale[0], vmin=scale[1], vmax=scale[2], aspect="auto",
                    interpolation="nearest")
     q_labels, k_labels = query_key_labels(tokens, T, S)
     if ticks and k_labels is not None:
-        ax.set_xticks(range(S), k_labels, rotation=90)
-        ax.set_yticks(range(T), q_labels)
+        _token_ticks(ax, q_labels, k_labels)
     elif not ticks:
         ax.set_xticks([])
         ax.set_yticks([])
@@ -80,7 +103,9 @@ def plot_attention_heatmap(
             )
         w = w[0]
     T, S = w.shape
-    ax = get_ax(ax, figsize=(1.0 + 0.35 * S, 0.8 + 0.35 * T) if tokens is not None else (5, 4))
+    shown_s, shown_t = min(S, MAX_TOKEN_LABELS), min(T, MAX_TOKEN_LABELS)  # labels, not cells
+    ax = get_ax(ax, figsize=(1.0 + 0.35 * shown_s, 0.8 + 0.35 * shown_t)
+                if tokens is not None else (5, 4))
     im = _draw(ax, w, tokens, scale := _scale(w, vmax))
     ax.set_xlabel("key (S)")
     ax.set_ylabel("query (T)")
@@ -138,7 +163,7 @@ def plot_attention_heads(
         if tokens is not None:
             ax.tick_params(labelsize=7)
             if n % ncols:
-                ax.set_yticklabels([])
+                ax.tick_params(labelleft=False)
     fig.colorbar(im, ax=axes, label=scale[3], shrink=0.8)
     if layer is not None:
         fig.suptitle(f"layer {layer}")
@@ -268,7 +293,8 @@ def plot_head_metrics(
         ax.set_ylim(0, max(1.0, float(np.nanmax(v)) if v.size else 1.0))
         ax.set_title(name)
         labels = [f"{h}" if L == 1 else f"L{l}H{h}" for l in range(L) for h in range(H)]
-        ax.set_xticks(x, labels, rotation=90 if L > 1 else 0, fontsize=7)
+        k = label_every(len(labels))  # many heads: every k-th labelled
+        ax.set_xticks(x[::k], labels[::k], rotation=90 if L > 1 or k > 1 else 0, fontsize=8)
         ax.set_xlabel("head" if L == 1 else "layer, head")
     return fig
 

@@ -39,7 +39,7 @@ def test_held_arrow_key_draws_first_and_last_only(monkeypatch):
     box = _slow_explorer(calls, gate).live(background=True)
     (slider,), out = box.children[0].children, box.children[1]
     drawn = []
-    box.updates._draw = (lambda draw: lambda fig: (drawn.append(fig.layout.title.text),
+    box.updates._draw = (lambda draw: lambda fig: (drawn.append(fig["layout"]["title"]["text"]),
                                                    draw(fig)))(box.updates._draw)
     assert calls == [0] and _shown(out)["layout"]["title"]["text"] == "x = 0"
     for v in range(1, 10):  # an arrow key held down: a change every 20 ms
