@@ -44,6 +44,8 @@ def _scale(values: np.ndarray, vmax: float | None) -> tuple[str, float, float, s
 
 #: Most token labels an axis shows; beyond it every k-th token is labelled.
 MAX_TOKEN_LABELS = 32
+_LABELS_IN = 7.0  # inches the token labels of one heatmap axis take at most
+_PANEL_LABEL_IN = 0.12  # inches per 7-point token label in a grid panel
 
 
 def label_every(n: int, max_labels: int = MAX_TOKEN_LABELS) -> int:
@@ -54,23 +56,25 @@ def label_every(n: int, max_labels: int = MAX_TOKEN_LABELS) -> int:
     return max(1, math.ceil(n / max_labels))
 
 
-def _token_ticks(ax, q_labels: Sequence[str], k_labels: Sequence[str]) -> None:
-    """Token labels on both axes: every one up to ``MAX_TOKEN_LABELS``, else every k-th
+def _token_ticks(ax, q_labels: Sequence[str], k_labels: Sequence[str],
+                 max_labels: int = MAX_TOKEN_LABELS) -> None:
+    """Token labels on both axes: every one up to ``max_labels``, else every k-th
     (positions kept, so a label still sits on its own row/column). Key labels are vertical."""
     for labels, set_ticks, rotation in ((k_labels, ax.set_xticks, 90),
                                         (q_labels, ax.set_yticks, 0)):
-        k = label_every(len(labels))
+        k = label_every(len(labels), max_labels)
         pos = range(0, len(labels), k)
         set_ticks(list(pos), [labels[i] for i in pos], rotation=rotation)
 
 
-def _draw(ax, w: np.ndarray, tokens, scale: tuple[str, float, float, str], *, ticks: bool = True):
+def _draw(ax, w: np.ndarray, tokens, scale: tuple[str, float, float, str], *, ticks: bool = True,
+          max_labels: int = MAX_TOKEN_LABELS):
     T, S = w.shape
     im = ax.imshow(w, cmap=scale[0], vmin=scale[1], vmax=scale[2], aspect="auto",
                    interpolation="nearest")
     q_labels, k_labels = query_key_labels(tokens, T, S)
     if ticks and k_labels is not None:
-        _token_ticks(ax, q_labels, k_labels)
+        _token_ticks(ax, q_labels, k_labels, max_labels)
     elif not ticks:
         ax.set_xticks([])
         ax.set_yticks([])
@@ -103,8 +107,9 @@ def plot_attention_heatmap(
             )
         w = w[0]
     T, S = w.shape
-    shown_s, shown_t = min(S, MAX_TOKEN_LABELS), min(T, MAX_TOKEN_LABELS)  # labels, not cells
-    ax = get_ax(ax, figsize=(1.0 + 0.35 * shown_s, 0.8 + 0.35 * shown_t)
+    # 0.35 in per token label, at most 7 in across the labels (a page's width; past
+    # MAX_TOKEN_LABELS tokens every k-th is labelled, so labels never get closer than 0.22 in)
+    ax = get_ax(ax, figsize=(1.0 + min(0.35 * S, _LABELS_IN), 0.8 + min(0.35 * T, _LABELS_IN))
                 if tokens is not None else (5, 4))
     im = _draw(ax, w, tokens, scale := _scale(w, vmax))
     ax.set_xlabel("key (S)")
@@ -127,11 +132,13 @@ def plot_attention_heads(
     heads: Sequence[int] | None = None,
     ncols: int = 4,
     vmax: float | None = None,
-    panel_size: float | tuple[float, float] = 2.4,
+    panel_size: float | tuple[float, float] = 1.7,
 ):
     """A grid of per-head heatmaps on one shared colour scale.
 
-    ``panel_size`` is the size of one panel in inches: a number (square) or ``(width, height)``.
+    ``panel_size`` is the size of one panel in inches: a number (square) or ``(width, height)``;
+    the default keeps four panels and the colour bar about a page wide, so the labels are not
+    shrunk on the site. Token labels are thinned to fit the panel (every k-th token).
 
     Returns:
         The matplotlib ``Figure`` (one image per head, one shared colour bar).
@@ -158,7 +165,8 @@ def plot_attention_heads(
         if n >= len(idx):
             ax.set_axis_off()
             continue
-        im = _draw(ax, shown[n], tokens, scale, ticks=tokens is not None)
+        im = _draw(ax, shown[n], tokens, scale, ticks=tokens is not None,
+                   max_labels=max(2, int(min(pw, ph) / _PANEL_LABEL_IN)))
         ax.set_title(f"head {idx[n]}", fontsize=9)
         if tokens is not None:
             ax.tick_params(labelsize=7)

@@ -8,7 +8,8 @@ changes and names the slider's new value. Then it holds a key down (many presses
 checks that the figure ends on the slider's final value (the latest value wins).
 
 The browser round trip of every update (key press to the new title on screen) goes to
-``_build/live_latency.json`` and is printed (median, max). Runs with the other browser tests
+``_build/live_latency.json`` with the machine's load average and is printed (median, max);
+the test fails only past a generous bound (``MEDIAN_BOUND_S``). Runs with the other browser tests
 (marker ``site``, xdist group ``site``).
 """
 
@@ -39,6 +40,9 @@ START_TIMEOUT_S = 60
 RUN_TIMEOUT_MS = 120_000
 UPDATE_TIMEOUT_MS = 15_000
 HOLD_PRESSES = 8
+#: Generous bound on the median browser round trip (target: 150 ms unloaded; see the end of
+#: the test). Measured on a 2-core machine at load average 14-17: medians 0.4-1.05 s.
+MEDIAN_BOUND_S = 2.0
 
 pytestmark = [pytest.mark.site]
 try:  # with `pytest -n 2 --dist loadgroup` it runs on the browser tests' worker
@@ -213,11 +217,19 @@ def test_live_explorer_follows_its_sliders(lab):
             problems.append(f"a stale figure landed after the held key: {title()!r} at {value}")
         browser.close()
     report = {"chapter": CHAPTER, "updates": len(latencies),
+              "load_average_1min": round(os.getloadavg()[0], 2), "cpus": os.cpu_count(),
               "median_ms": round(statistics.median(latencies) * 1000, 1),
               "max_ms": round(max(latencies) * 1000, 1),
               "all_ms": [round(x * 1000, 1) for x in latencies]}
     BUILD.mkdir(exist_ok=True)
     (BUILD / "live_latency.json").write_text(json.dumps(report, indent=2))
     print(f"\nlive explorer ({CHAPTER}) in JupyterLab: {report['updates']} updates, "
-          f"median {report['median_ms']} ms, max {report['max_ms']} ms")
+          f"median {report['median_ms']} ms, max {report['max_ms']} ms "
+          f"(load average {report['load_average_1min']} on {report['cpus']} CPUs)")
+    # The target is a median under 150 ms on an unloaded machine; a shared CI runner (or a
+    # developer machine running other kernels) can be several times slower, so the test only
+    # fails on an update that is clearly stuck or queued (the numbers above are the record).
+    if statistics.median(latencies) > MEDIAN_BOUND_S:
+        problems.append(f"median update {report['median_ms']} ms is over the "
+                        f"{MEDIAN_BOUND_S * 1000:.0f} ms bound (all: {report['all_ms']})")
     assert not problems + errors, "\n".join(problems + errors)

@@ -300,6 +300,39 @@ LAYOUT_JS = """
   const out = [];
   const inter = (a, b) => Math.max(0, Math.min(a.right, b.right) - Math.max(a.left, b.left)) *
                           Math.max(0, Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top));
+  // Images (matplotlib figures): either inside their column, or in an output that scrolls
+  // sideways and itself fits the column; never squashed out of proportion.
+  const scroller = (el) => {
+    for (let e = el.parentElement; e && !e.classList.contains('bd-content'); e = e.parentElement) {
+      const o = getComputedStyle(e).overflowX;
+      if (o === 'auto' || o === 'scroll') { return e; }
+    }
+    return null;
+  };
+  document.querySelectorAll('.cell_output img').forEach((img, i) => {
+    const r = img.getBoundingClientRect();
+    if (!r.width || !img.naturalWidth) { return; }
+    const col = img.closest('.cell_output').getBoundingClientRect();
+    if (r.right > col.right + 1 || r.left < col.left - 1) {
+      const sc = scroller(img);
+      const s = sc ? sc.getBoundingClientRect() : null;
+      if (!s || s.right > col.right + 1 || s.left < col.left - 1) {
+        out.push(`image ${i}: ${Math.round(r.width)} px wide overflows a ${Math.round(col.width)} px column`);
+      }
+    }
+    const cs = getComputedStyle(img);  // the dark theme pads images on a light card
+    const px = (k) => parseFloat(cs[k]) || 0;
+    const w = r.width - px('paddingLeft') - px('paddingRight') - px('borderLeftWidth') - px('borderRightWidth');
+    const h = r.height - px('paddingTop') - px('paddingBottom') - px('borderTopWidth') - px('borderBottomWidth');
+    const ratio = (w / h) / (img.naturalWidth / img.naturalHeight);
+    if (Math.abs(ratio - 1) > 0.03) {
+      out.push(`image ${i}: drawn ${Math.round(w)}x${Math.round(h)}, out of proportion`);
+    }
+  });
+  if (document.documentElement.scrollWidth > window.innerWidth + 1) {
+    out.push(`the page scrolls sideways (${document.documentElement.scrollWidth} px wide in a ` +
+             `${window.innerWidth} px window)`);
+  }
   document.querySelectorAll('.js-plotly-plot').forEach((gd, i) => {
     const name = `figure ${i} (${gd.id})`;
     const fig = gd.getBoundingClientRect();

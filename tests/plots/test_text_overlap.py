@@ -128,7 +128,7 @@ def test_many_token_labels_are_thinned_and_readable(n):
         assert len(shown) <= pa.MAX_TOKEN_LABELS
         assert all(t.get_rotation() == 90 for t in ax.get_xticklabels())
         assert _tick_overlaps(ax, "x") == 0 and _tick_overlaps(ax, "y") == 0
-        assert ax.figure.get_figwidth() <= 1.0 + 0.35 * pa.MAX_TOKEN_LABELS + 1e-9
+        assert ax.figure.get_figwidth() <= 1.0 + 7.0 + 1e-9  # fits a page at any length
     finally:
         plt.close(ax.figure)
 
@@ -140,3 +140,14 @@ def test_label_every():
         pa.label_every(-1)
     with pytest.raises((ValueError, TypeError), match="max_labels"):
         pa.label_every(10, max_labels=0)
+
+
+@pytest.mark.parametrize("n", [12, 32])
+def test_head_grid_token_labels_do_not_overlap(n):
+    fig = pa.plot_attention_heads(_weights(4, n), tokens=[f"tok{i}" for i in range(n)])
+    try:
+        for ax in fig.axes[:4]:
+            assert _tick_overlaps(ax, "x") == 0 and _tick_overlaps(ax, "y") == 0
+        assert fig.get_figwidth() <= 8.0  # four panels and the colour bar: about a page wide
+    finally:
+        plt.close(fig)
