@@ -387,6 +387,7 @@ class Explorer:
             w.observe(changed, names="value")
         draw(figure(self.defaults))
         updates.drawn = dict(self.defaults)
+        updates.start_idle()  # a slow explorer prepares the defaults' neighbours at once
         return box
 
     # ------------------------------------------------------------------ display

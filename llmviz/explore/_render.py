@@ -195,6 +195,18 @@ class LatestWins:
         else:
             self._run()
 
+    def start_idle(self) -> None:
+        """Run ``idle`` once now for what is on screen (``drawn``), in the worker thread: the
+        first figure was drawn directly, not by the worker. Does nothing without a background
+        worker or an ``idle`` callback, or while an update runs."""
+        with self._lock:
+            if not self.background or self._idle is None or self._busy or self.drawn is None:
+                return
+            self._idled = False
+            self._busy = True
+        self._worker = threading.Thread(target=self._run, name="llmviz-explorer", daemon=True)
+        self._worker.start()
+
     def wait(self, timeout: float | None = None) -> None:
         """Block until the background worker is idle (for tests and scripts)."""
         worker = self._worker

@@ -97,12 +97,14 @@ def test_slow_explorer_prepares_the_next_step_while_idle():
 
     box = Explorer(fn, [Control("x", tuple(range(6)), default=2)]).live(background=True)
     (slider,), out = box.children[0].children, box.children[1]
-    slider.value = 3  # computed, drawn, then 2 (cached) and 4 are looked at while idle
     box.updates.wait(10)
-    assert calls == [2, 3, 4]
+    assert calls == [2, 1, 3]  # the default's neighbours, prepared as soon as it is shown
+    slider.value = 3  # from the cache; then 2 (cached) and 4 are looked at while idle
+    box.updates.wait(10)
+    assert calls == [2, 1, 3, 4]
     slider.value = 4  # ready before it was asked for
     box.updates.wait(10)
-    assert calls == [2, 3, 4, 5]  # 4 came from the cache; 5 prepared next
+    assert calls == [2, 1, 3, 4, 5]  # 4 came from the cache; 5 prepared next
     assert out.outputs[0]["data"][PLOTLY_MIME]["layout"]["title"]["text"] == "x = 4"
     assert box.updates.drawn == {"x": 4}
 
