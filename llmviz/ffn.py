@@ -13,6 +13,8 @@ So et al. 2021, "Primer", for squared ReLU): ``relu``, ``gelu`` (exact, with erf
 ``gelu_tanh`` (the tanh approximation GPT-2 used), ``silu`` (= Swish with beta 1),
 ``swish`` (``x * sigmoid(beta x)``, beta fixed or learned) and ``relu2`` (``relu(x) ** 2``).
 Parameter names follow Hugging Face Llama (``gate_proj``, ``up_proj``, ``down_proj``).
+
+line budget: the activations, the two layer kinds and their one registry, as the design lists them.
 """
 
 from __future__ import annotations

@@ -43,6 +43,11 @@ METRICS = ("entropy", "diagonal", "previous", "local", "first")
 
 
 def _as_bhts(weights) -> torch.Tensor:
+    if not isinstance(weights, torch.Tensor) and not hasattr(weights, "__array__"):
+        raise TypeError(
+            f"weights must be a tensor or array of attention weights ((T, S), (H, T, S) or "
+            f"(B, H, T, S)) or a per-layer list of them; got {type(weights).__name__}"
+        )
     w = torch.as_tensor(weights).detach().float()
     if w.ndim == 2:
         return w[None, None]  # (1, 1, T, S)

@@ -13,6 +13,8 @@ traces), plus the controls that say which values each parameter takes.
 Which face appears is decided by :func:`face`: the environment variable ``LLMVIZ_EXPLORER``
 (``live`` or ``static``) if set, else ``static`` during the book build (``LLMVIZ_BUILD`` set by
 the book's Sphinx extension), else ``live``.
+
+line budget: one Explorer class holds its data, its static face and its live face.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
@@ -29,6 +30,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from ._render import (
+    _in_kernel,
+    face,
     PLOTLY_MIME,
     SLIDER_JS,
     FrameCache,
@@ -49,34 +52,6 @@ LIVE_CACHE_SIZE = 256
 #: An explorer whose first frame takes longer than this (seconds) computes, while the reader
 #: looks, the values one step away from what is shown (:meth:`Explorer.neighbours`).
 PREFETCH_ABOVE_S = 0.02
-
-_FACES = ("live", "static")
-
-
-def face() -> str:
-    """The face explorers show now: ``"live"`` (ipywidgets) or ``"static"`` (plotly sliders)."""
-    forced = os.environ.get("LLMVIZ_EXPLORER", "").strip().lower()
-    if forced:
-        if forced not in _FACES:
-            raise ValueError(
-                f"LLMVIZ_EXPLORER={forced!r} is not a face; use 'live' or 'static' "
-                "(or unset it to choose automatically)"
-            )
-        return forced
-    if os.environ.get("LLMVIZ_BUILD"):
-        return "static"
-    return "live"
-
-
-def _in_kernel() -> bool:
-    """True inside a Jupyter kernel (an IPython shell with a kernel attached)."""
-    try:
-        from IPython import get_ipython
-    except ImportError:  # pragma: no cover
-        return False
-    ip = get_ipython()
-    return ip is not None and getattr(ip, "kernel", None) is not None
-
 
 @dataclass(frozen=True)
 class Control:

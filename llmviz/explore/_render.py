@@ -7,6 +7,7 @@ Used by :class:`llmviz.explore.Explorer` (see :mod:`llmviz.explore._core` for th
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections import OrderedDict
 from typing import Any, Callable, Hashable, Mapping
@@ -270,3 +271,31 @@ SLIDER_JS = """
   gd.setAttribute('data-llmviz-explorer', '1');
 })();
 """
+
+
+_FACES = ("live", "static")
+
+
+def face() -> str:
+    """The face explorers show now: ``"live"`` (ipywidgets) or ``"static"`` (plotly sliders)."""
+    forced = os.environ.get("LLMVIZ_EXPLORER", "").strip().lower()
+    if forced:
+        if forced not in _FACES:
+            raise ValueError(
+                f"LLMVIZ_EXPLORER={forced!r} is not a face; use 'live' or 'static' "
+                "(or unset it to choose automatically)"
+            )
+        return forced
+    if os.environ.get("LLMVIZ_BUILD"):
+        return "static"
+    return "live"
+
+
+def _in_kernel() -> bool:
+    """True inside a Jupyter kernel (an IPython shell with a kernel attached)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover
+        return False
+    ip = get_ipython()
+    return ip is not None and getattr(ip, "kernel", None) is not None

@@ -9,6 +9,8 @@ query labels are the tokens of those keys. ``panel_size`` of a grid is one panel
 
 Compared panels share one colour scale and nothing is clipped: weights run 0 to the largest
 shown (or ``vmax``); raw scores (any negative) get a diverging map from -top to top.
+
+line budget: every attention drawing shares the token-label and colour-scale rules above.
 """
 
 from __future__ import annotations
