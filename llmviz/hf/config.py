@@ -24,7 +24,7 @@ from .rope import rope_parameters_of, rope_spec
 
 __all__ = ["REFUSED", "SUPPORTED", "config_from_hf", "family_of"]
 
-#: model_type -> why llmviz cannot load it yet (these arrive with the Part V components).
+#: model_type -> why llmviz refuses it (each reason names what would be lost or what to load instead).
 REFUSED = {
     "deepseek_v2": "its group-limited router ranks expert groups by their best softmax score, while "
                    "llmviz's router ranks them by the sum of their two best (DeepSeek-V3's rule); "
