@@ -25,6 +25,12 @@ Simplifications (documented, deliberate):
     * PaLM uses LayerNorm without biases (``"layer_nobias"``), multi-query attention, a
       SwiGLU feed-forward of width 4C and z-loss 1e-4. Its 540B model has 48 heads of size 256
       (H * D = 12288 < C = 18432); with that head size the closed-form count gives 540B.
+
+Assumed values (not facts about the model): a config needs a number for every field, and for
+some families a source states none. :data:`ASSUMED` lists each such field with the reason, and
+:func:`published_eps` returns ``None`` for an eps that no source states, so tables can print
+"not published" instead of the placeholder. The one case so far: PaLM's norm eps (never
+released, no config; the paper does not state it), built with 1e-5.
 """
 
 from __future__ import annotations
@@ -33,7 +39,24 @@ from typing import Any
 
 from .config import ModelConfig
 
-__all__ = ["PRESETS", "gpt2", "llama2", "mistral", "gemma2", "gptj", "palm", "bloom", "preset"]
+__all__ = [
+    "PRESETS", "ASSUMED", "gpt2", "llama2", "mistral", "gemma2", "gptj", "palm", "bloom", "preset",
+    "published_eps",
+]
+
+_PALM_EPS_ASSUMED = 1e-5  # placeholder: no PaLM config was released and the paper states no eps
+
+#: Fields whose preset value no source states: ``{family: {field: why the value is assumed}}``.
+#: Tables should print "not published" for them (:func:`published_eps` does it for eps).
+ASSUMED: dict[str, dict[str, str]] = {
+    "palm": {
+        "norm_eps": (
+            "not published: PaLM was never released (no config to read) and Chowdhery et al. "
+            f"2022 do not state the LayerNorm eps; {_PALM_EPS_ASSUMED:g} is assumed so the model "
+            "can be built"
+        ),
+    },
+}
 
 _TOY = dict(vocab_size=256, d_model=64, n_layers=2, n_heads=4, max_seq_len=256)
 
@@ -118,8 +141,11 @@ def gptj(size: str = "toy", **overrides: Any) -> ModelConfig:
 
 
 def palm(size: str = "toy", **overrides: Any) -> ModelConfig:
-    """PaLM: parallel block, bias-free LayerNorm, multi-query attention, RoPE, SwiGLU, z-loss."""
-    arch = dict(position="rope", norm="layer_nobias", norm_eps=1e-5, placement="pre",
+    """PaLM: parallel block, bias-free LayerNorm, multi-query attention, RoPE, SwiGLU, z-loss.
+
+    ``norm_eps`` is an assumption (see :data:`ASSUMED`): PaLM's eps is not published.
+    """
+    arch = dict(position="rope", norm="layer_nobias", norm_eps=_PALM_EPS_ASSUMED, placement="pre",
                 parallel=True, ffn="swiglu", bias=False, tie_embeddings=True, z_loss_weight=1e-4)
     real = dict(vocab_size=256000, max_seq_len=2048, n_kv_heads=1)
     sizes = {
@@ -156,3 +182,16 @@ def preset(name: str, size: str = "toy", **overrides: Any) -> ModelConfig:
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; choose one of {tuple(PRESETS)}")
     return PRESETS[name](size, **overrides)
+
+
+def published_eps(name: str) -> float | None:
+    """The norm eps of family ``name`` as its sources state it, or ``None`` where none does.
+
+    ``published_eps("llama2") == 1e-5`` (the released configs); ``published_eps("palm") is None``:
+    the preset builds PaLM with an assumed eps (:data:`ASSUMED`), which is not a fact about PaLM.
+    """
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose one of {tuple(PRESETS)}")
+    if "norm_eps" in ASSUMED.get(name, {}):
+        return None
+    return PRESETS[name]().norm_eps
