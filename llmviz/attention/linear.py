@@ -189,6 +189,34 @@ def chunked_scan(
     return out.to(out_dtype), S.to(out_dtype)
 
 
+def _scan(
+    form: str,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    beta: Tensor | None,
+    log_decay: Tensor | None,
+    *,
+    state: Tensor | None,
+    delta: bool,
+    scale: float | None,
+    chunk_size: int,
+) -> tuple[Tensor, Tensor]:
+    """Check ``form`` (and, for the delta rule, that ``beta`` is given); run the matching scan.
+
+    ``chunk_size`` only matters to the chunked form.
+    """
+    if form not in _FORMS:
+        raise ValueError(f"form={form!r} is not supported; choose one of {_FORMS}")
+    if delta and beta is None:
+        raise ValueError("gated_delta_rule needs beta (B, H, T), the write strength in [0, 1]; "
+                         "for beta = 1 everywhere pass torch.ones(B, H, T)")
+    if form == "recurrent":
+        return recurrent_scan(q, k, v, beta, log_decay, state=state, delta=delta, scale=scale)
+    return chunked_scan(q, k, v, beta, log_decay, state=state, delta=delta, scale=scale,
+                        chunk_size=chunk_size)
+
+
 def gated_delta_rule(
     q: Tensor,
     k: Tensor,
@@ -202,15 +230,8 @@ def gated_delta_rule(
     chunk_size: int = 64,
 ) -> tuple[Tensor, Tensor]:
     """Gated DeltaNet's core: the delta rule with a per-token gate, in either form."""
-    if form not in _FORMS:
-        raise ValueError(f"form={form!r} is not supported; choose one of {_FORMS}")
-    if beta is None:
-        raise ValueError("gated_delta_rule needs beta (B, H, T), the write strength in [0, 1]; "
-                         "for beta = 1 everywhere pass torch.ones(B, H, T)")
-    if form == "recurrent":
-        return recurrent_scan(q, k, v, beta, log_decay, state=state, delta=True, scale=scale)
-    return chunked_scan(q, k, v, beta, log_decay, state=state, delta=True, scale=scale,
-                        chunk_size=chunk_size)
+    return _scan(form, q, k, v, beta, log_decay, state=state, delta=True, scale=scale,
+                 chunk_size=chunk_size)
 
 
 def linear_attention(
@@ -225,12 +246,8 @@ def linear_attention(
     chunk_size: int = 64,
 ) -> tuple[Tensor, Tensor]:
     """Causal linear attention ``o_t = sum_{s<=t} (prod a) (q_t . k_s) v_s``: no softmax, no delta."""
-    if form not in _FORMS:
-        raise ValueError(f"form={form!r} is not supported; choose one of {_FORMS}")
-    if form == "recurrent":
-        return recurrent_scan(q, k, v, None, log_decay, state=state, delta=False, scale=scale)
-    return chunked_scan(q, k, v, None, log_decay, state=state, delta=False, scale=scale,
-                        chunk_size=chunk_size)
+    return _scan(form, q, k, v, None, log_decay, state=state, delta=False, scale=scale,
+                 chunk_size=chunk_size)
 
 
 def state_bytes(n_heads: int, d_k: int, d_v: int, *, bytes_per_value: int = 2) -> int:

@@ -63,8 +63,9 @@ def test_linear_attention_is_masked_qk_times_v():
     # with a gate, the weight of s at t is the product of the gates after s: exp(G_t - G_s)
     G = decay.cumsum(-1)
     gate = (G.unsqueeze(-1) - G.unsqueeze(-2)).exp() * torch.ones(T, T, dtype=q.dtype).tril()
-    out, _ = linear_attention(q, k, v, decay, form="chunked", chunk_size=4)
-    torch.testing.assert_close(out, (scores * gate) @ v, rtol=1e-10, atol=1e-10)
+    for form in ("chunked", "recurrent"):
+        out, _ = linear_attention(q, k, v, decay, form=form, chunk_size=4)
+        torch.testing.assert_close(out, (scores * gate) @ v, rtol=1e-10, atol=1e-10)
 
 
 def test_delta_rule_overwrites_a_repeated_key_where_linear_attention_adds():
@@ -140,6 +141,10 @@ def test_bad_input_names_the_values_and_the_fix():
         gated_delta_rule(q, k, v, beta, form="parallel")
     with pytest.raises(ValueError, match=r"needs beta"):
         gated_delta_rule(q, k, v, None)
+    with pytest.raises(ValueError, match=r"form='parallel' is not supported"):
+        linear_attention(q, k, v, form="parallel")
+    with pytest.raises(ValueError, match=r"form='parallel' is not supported"):
+        gated_delta_rule(q, k, v, None, form="parallel")  # the form is checked first
     with pytest.raises(ValueError, match=r"chunk_size"):
         chunked_scan(q, k, v, chunk_size=0)
     with pytest.raises(ValueError, match=r"state must have shape"):
