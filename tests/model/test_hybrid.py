@@ -11,6 +11,8 @@ from llmviz.model.config import ModelConfig
 from llmviz.model.generation import generate
 from llmviz.model.lm import DecoderLM
 
+from ._helpers import assert_cached_decoding_equals_full_forward
+
 HYBRID = dict(n_layers=4, linear_layers=(0, 1, 2), linear_heads=4, linear_key_heads=2,
               linear_head_dim=8, attn_output_gate=True, d_model=32, n_heads=4, n_kv_heads=2)
 
@@ -24,15 +26,8 @@ def _model(**kw):
                                 dict(HYBRID, linear_layers=(1, 3), attn_sinks=True)],
                          ids=["3:1 hybrid", "sinks", "hybrid with sinks"])
 def test_cached_decoding_equals_the_full_forward(kw):
-    model = _model(**kw)
     ids = torch.randint(0, 256, (2, 21), generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        full = model(ids).logits
-        cache = model.new_cache()
-        steps = [model(ids[:, :5], cache=cache).logits]
-        steps += [model(ids[:, t:t + 1], cache=cache).logits for t in range(5, 21)]
-    torch.testing.assert_close(torch.cat(steps, 1), full, rtol=1e-9, atol=1e-9)
-    assert cache.length() == 21
+    assert_cached_decoding_equals_full_forward(_model(**kw), ids, prefill=5)
 
 
 def test_hybrid_blocks_hold_the_right_mixers_and_names():

@@ -16,6 +16,8 @@ from llmviz.moe import MoELayer
 from llmviz.moe.layer import clamped_glu
 from llmviz.training import TrainConfig, train
 
+from ._helpers import assert_cached_decoding_equals_full_forward
+
 SMALL = dict(vocab_size=64, d_model=32, n_layers=3, n_heads=4, n_kv_heads=2)
 MOE = dict(SMALL, n_experts=4, experts_top_k=2, expert_d_ff=16, moe_layers=(1, 2))
 MLA = dict(SMALL, attn_kind="mla", kv_lora_rank=8, qk_nope_head_dim=8, qk_rope_head_dim=4,
@@ -65,15 +67,7 @@ def test_forward_backward_reaches_experts_and_router(kw):
 @pytest.mark.parametrize("kw", [MOE, MLA, DEEPSEEK, GPT_OSS, QWEN_NEXT],
                          ids=["moe", "mla", "deepseek", "gpt-oss", "qwen3-next"])
 def test_cached_decoding_equals_the_full_forward(kw):
-    model = _model(**kw).double().eval()
-    ids = _ids(T=15)
-    with torch.no_grad():
-        full = model(ids).logits
-        cache = model.new_cache()
-        steps = [model(ids[:, :4], cache=cache).logits]
-        steps += [model(ids[:, t:t + 1], cache=cache).logits for t in range(4, 15)]
-    torch.testing.assert_close(torch.cat(steps, 1), full, rtol=1e-9, atol=1e-9)
-    assert cache.length() == 15
+    assert_cached_decoding_equals_full_forward(_model(**kw).double().eval(), _ids(T=15), prefill=4)
 
 
 def test_mla_cache_holds_latents_only():
