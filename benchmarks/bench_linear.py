@@ -2,35 +2,26 @@
 kernels in ``transformers`` on the same inputs; plus the state's bytes against a KV cache's.
 
 Run: ``python benchmarks/bench_linear.py [--seq 2048] [--heads 4] [--dk 64] [--dv 64]
-[--chunk 64] [--threads 1] [--device cpu|cuda]``. Ratios < 1 mean the first-named is faster.
+[--chunk 64] [--threads 1] [--device cpu|cuda] [--quick]``. Ratios < 1 mean the first-named is faster.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make `llmviz` importable from a checkout
+if __package__ in (None, ""):  # run as a script: make `llmviz` and `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
+from benchmarks._harness import bench_parser, compare, header
 from llmviz.attention.linear import gated_delta_rule, l2_normalize, state_bytes
-from llmviz.training.bench import compare, header
 
 
 def main(argv: list[str] | None = None) -> list:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--seq", type=int, default=2048)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--dk", type=int, default=64)
-    parser.add_argument("--dv", type=int, default=64)
-    parser.add_argument("--chunk", type=int, default=64)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser = bench_parser(__doc__, device=True, sizes=dict(
+        batch=(1, 1), seq=(2048, 40), heads=(4, 2), dk=(64, 8), dv=(64, 8), chunk=(64, 16)))
     args = parser.parse_args(argv)
     B, H, T, Dk, Dv = args.batch, args.heads, args.seq, args.dk, args.dv
     dev = torch.device(args.device)

@@ -18,22 +18,21 @@ path's time includes copying its much larger cache, which a preallocated cache w
 Sizes default to DeepSeek-V2/V3's per-head dims (r=512, dn=128, dr=64, dv=128) with 16 heads and
 d_model 1024. Ratios < 1 mean the first-named is faster.
 
-Run: ``python -m benchmarks.bench_mla [--cache 4096] [--heads 16] [--threads 1] [--repeats 5]``.
+Run: ``python -m benchmarks.bench_mla [--cache 4096] [--heads 16] [--threads 1] [--repeats 5] [--quick]``.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make `llmviz` importable from a checkout
+if __package__ in (None, ""):  # run as a script: make `llmviz` and `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
+from benchmarks._harness import bench_parser, compare, header
 from llmviz.attention import LatentCache, MultiHeadLatentAttention, scaled_dot_product_attention
-from llmviz.training.bench import compare, header
 
 
 def _copy(cache: LatentCache) -> LatentCache:
@@ -63,15 +62,9 @@ def _expanded_step(m: MultiHeadLatentAttention, x: torch.Tensor, k_cache: torch.
 
 
 def main(argv: list[str] | None = None) -> list:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--cache", type=int, default=4096)
-    parser.add_argument("--d-model", type=int, default=1024)
-    parser.add_argument("--heads", type=int, default=16)
-    parser.add_argument("--kv-lora-rank", type=int, default=512)
-    parser.add_argument("--q-lora-rank", type=int, default=384)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser = bench_parser(__doc__, sizes=dict(
+        batch=(1, 1), cache=(4096, 64), d_model=(1024, 128), heads=(16, 2),
+        kv_lora_rank=(512, 32), q_lora_rank=(384, 32)))
     args = parser.parse_args(argv)
     torch.manual_seed(0)
     m = MultiHeadLatentAttention(

@@ -9,17 +9,16 @@ default when torch has ``grouped_mm``). The llmviz layer is built from the block
 script stops. Ratios are llmviz / HF (< 1: llmviz is faster), the median of interleaved rounds
 with a 95% interval.
 
-Run: ``python -m benchmarks.bench_moe [--threads 1] [--repeats 5] [--d-expert 512]``.
+Run: ``python -m benchmarks.bench_moe [--threads 1] [--repeats 5] [--d-expert 512] [--quick]``.
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
 import sys
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make `llmviz` importable from a checkout
+if __package__ in (None, ""):  # run as a script: make `llmviz` and `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
@@ -27,8 +26,8 @@ import transformers
 from transformers.models.mixtral.modeling_mixtral import MixtralConfig, MixtralSparseMoeBlock
 from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeConfig, Qwen3MoeSparseMoeBlock
 
+from benchmarks._harness import bench_parser, compare, header
 from llmviz.moe import moe_from_hf
-from llmviz.training.bench import compare, header
 
 
 def _blocks(kind: str, d: int, f: int, experts: int, k: int) -> dict[str, torch.nn.Module]:
@@ -55,15 +54,9 @@ def _blocks(kind: str, d: int, f: int, experts: int, k: int) -> dict[str, torch.
 
 
 def main(argv: list[str] | None = None) -> list:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--seq", type=int, default=512)
-    parser.add_argument("--d-model", type=int, default=256)
-    parser.add_argument("--d-expert", type=int, default=512)
-    parser.add_argument("--experts", type=int, default=8)
-    parser.add_argument("--top-k", type=int, default=2)
-    parser.add_argument("--threads", type=int, nargs="*", default=[1])
-    parser.add_argument("--repeats", type=int, default=5)
+    parser = bench_parser(__doc__, threads=[1], sizes=dict(
+        batch=(8, 2), seq=(512, 16), d_model=(256, 32), d_expert=(512, 16), experts=(8, 4),
+        top_k=(2, 2)))
     args = parser.parse_args(argv)
     transformers.logging.set_verbosity_error()
     torch.manual_seed(1)

@@ -1,0 +1,34 @@
+"""The benchmark scripts' shared options: sizes with a tiny ``--quick`` value, explicit flags win."""
+
+from __future__ import annotations
+
+from benchmarks import bench_mla
+from benchmarks._harness import QUICK_REPEATS, bench_parser
+
+
+def _parser():
+    return bench_parser("doc", sizes=dict(seq=(2048, 40), d_model=(256, 32)), threads=[1, 0])
+
+
+def test_defaults_and_dashed_size_options():
+    args = _parser().parse_args([])
+    assert (args.seq, args.d_model, args.threads, args.repeats, args.quick) == (2048, 256, [1, 0], 5, False)
+    assert _parser().parse_args(["--d-model", "64", "--threads", "2"]).d_model == 64
+
+
+def test_quick_takes_the_tiny_sizes_but_not_over_explicit_flags():
+    args = _parser().parse_args(["--quick", "--seq", "100"])
+    assert (args.seq, args.d_model, args.repeats) == (100, 32, QUICK_REPEATS)
+    assert _parser().parse_args(["--quick", "--repeats", "3"]).repeats == 3
+
+
+def test_device_option_only_where_asked():
+    assert not hasattr(_parser().parse_args([]), "device")
+    args = bench_parser(None, sizes={}, device=True).parse_args(["--device", "cpu"])
+    assert args.device == "cpu" and args.threads == 1
+
+
+def test_a_benchmark_runs_at_its_quick_size(capsys):
+    rows = bench_mla.main(["--quick"])
+    assert len(rows) == 2 and all(r.ratio.mean > 0 for r in rows)
+    assert "cache 64 tokens" in capsys.readouterr().out
