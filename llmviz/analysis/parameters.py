@@ -79,11 +79,19 @@ def layer_params(config: ModelConfig) -> dict[str, int]:
     return {"attention": attn, "ffn": ffn, "norms": norms, "total": attn + ffn + norms}
 
 
+def _t5_params(c: ModelConfig) -> int:
+    """T5's bias tables: buckets x heads, once for the stack or once per softmax layer."""
+    if c.position != "t5":
+        return 0
+    tables = sum(c.mixer_for(i) == "attention" for i in range(c.n_layers)) if c.t5_bias.per_layer else 1
+    return tables * c.t5_bias.num_buckets * c.n_heads
+
+
 def _from_config(c: ModelConfig) -> dict[str, Any]:
     per = layer_params(c)
     by = {
         "embedding": c.vocab_size * c.d_model,
-        "position": c.max_seq_len * c.d_model if c.position == "learned" else 0,
+        "position": c.max_seq_len * c.d_model if c.position == "learned" else _t5_params(c),
         "attention": per["attention"] * c.n_layers,
         "ffn": per["ffn"] * c.n_layers,
         "norms": per["norms"] * c.n_layers
@@ -96,7 +104,7 @@ def _from_config(c: ModelConfig) -> dict[str, Any]:
 def _component_of(name: str) -> str:
     if name.startswith("embed_tokens"):
         return "embedding"
-    if name.startswith("embed_positions"):
+    if name.startswith(("embed_positions", "position_bias")):
         return "position"
     if name.startswith("lm_head"):
         return "lm_head"

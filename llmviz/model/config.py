@@ -20,7 +20,7 @@ from .._checks import check_choice, check_positive, check_positive_int
 from ..attention.module import QK_NORM_SCOPES, QK_NORMS
 from ..ffn import FFN_ACTIVATIONS, FFN_KINDS, glu_hidden_size
 from ..norm import MODEL_NORMS
-from ..position import POSITIONS
+from ..position import POSITIONS, resolve_t5_bias
 from ..position.rope import LAYOUTS as ROPE_LAYOUTS
 from .block import PLACEMENTS
 
@@ -60,6 +60,7 @@ class ModelConfig:
     rotary_dim: int | None = None  # partial rotary: rotate only the first rotary_dim dims of a head
     local_rope_base: float | None = None  # RoPE base of sliding-window layers (Gemma 3: 1e4, global 1e6); None -> rope_base
     nope_layers: tuple[int, ...] | None = None  # layers with no RoPE at all (SmolLM3: every 4th, Llama 4)
+    t5_bias: Any = None  # position="t5": llmviz.position.t5_bias.T5BiasSettings; None -> T5's (32 buckets, 128)
     # --- normalisation ------------------------------------------------------------------------
     norm: str = "rms"  # one of llmviz.norm.MODEL_NORMS ("rms_gemma" scales by 1 + weight; "layer_nobias": PaLM, OLMo)
     norm_eps: float = 1e-5  # epsilon inside the square root
@@ -145,6 +146,7 @@ class ModelConfig:
             object.__setattr__(self, "head_dim", self.d_model // self.n_heads)
         check_positive_int(self.head_dim, "head_dim")
         check_choice(self.position, "position", POSITIONS)
+        object.__setattr__(self, "t5_bias", resolve_t5_bias(self.t5_bias, self.position))
         check_choice(self.norm, "norm", MODEL_NORMS)
         check_choice(self.placement, "placement", PLACEMENTS)
         check_choice(self.ffn, "ffn", tuple(FFN_KINDS))
@@ -393,5 +395,6 @@ class ModelConfig:
         if self.n_experts is not None and self.expert_d_ff == self.d_ff:
             base["expert_d_ff"] = None
         base["rope_scaling"] = self.rope_scaling
+        base["t5_bias"] = None if self.t5_bias == resolve_t5_bias(None, "t5") else self.t5_bias
         base.update(changes)
         return ModelConfig(**base)

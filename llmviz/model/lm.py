@@ -1,7 +1,7 @@
 """A decoder-only language model built from a :class:`~llmviz.model.config.ModelConfig`.
 
 ``DecoderLM`` = token embedding (+ learned or sinusoidal positions, added ONCE at the input;
-RoPE and ALiBi live inside attention) -> ``n_layers`` :class:`~llmviz.blocks.TransformerBlock`
+RoPE, ALiBi and T5's bucketed bias act inside attention) -> ``n_layers`` :class:`~llmviz.blocks.TransformerBlock`
 -> final norm (pre-norm and sandwich stacks) -> ``lm_head`` (optionally tied to the embedding)
 -> optional final-logit soft-cap.
 
@@ -81,7 +81,8 @@ class DecoderLM(nn.Module):
 
     Submodules: ``embed_tokens``, ``embed_positions`` (learned/sinusoidal, else None),
     ``embed_norm`` (BLOOM, else None), ``layers`` (``nn.ModuleList`` of blocks), ``norm``
-    (final norm, else None), ``lm_head``.
+    (final norm, else None), ``lm_head``, ``position_bias`` (a
+    :class:`llmviz.position.t5_bias.T5Bias` for ``position="t5"``, else None).
     """
 
     def __init__(self, config: ModelConfig) -> None:
@@ -110,6 +111,7 @@ class DecoderLM(nn.Module):
             TransformerBlock.from_config(c, i, rope=self._rope_for(c, i, rope, local_rope))
             for i in range(c.n_layers)
         )
+        self.position_bias = self._position_bias(c)  # T5's bucketed bias (position="t5"), else None
         self.norm = make_norm(c.norm, c.d_model, eps=c.norm_eps) if c.has_final_norm else None
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         self.reset_parameters()
@@ -133,6 +135,15 @@ class DecoderLM(nn.Module):
 
             return SinusoidalPositionalEmbedding(c.d_model)
         return None
+
+    @staticmethod
+    def _position_bias(c: ModelConfig) -> nn.Module | None:
+        if c.position != "t5":
+            return None
+        from ..position.t5_bias import T5Bias  # one table for the stack unless per_layer
+
+        softmax_layers = tuple(i for i in range(c.n_layers) if c.mixer_for(i) == "attention")
+        return T5Bias(c.n_heads, softmax_layers, c.t5_bias)
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
@@ -222,9 +233,11 @@ class DecoderLM(nn.Module):
                 )
             mask = padding_mask(attention_mask)  # (B, 1, 1, S), True = may attend
         weights = [] if return_weights else None
+        # T5: one (H, T, S) score bias per softmax layer, queries the last T of offset + T slots
+        biases = {} if self.position_bias is None else self.position_bias(T, offset + T, dtype=x.dtype)
         for i, layer in enumerate(self.layers):
-            out = layer(x, mask=mask, positions=positions, cache=cache, layer_idx=i,
-                        return_weights=return_weights)
+            out = layer(x, mask=mask, score_bias=biases.get(i), positions=positions, cache=cache,
+                        layer_idx=i, return_weights=return_weights)
             if return_weights:
                 x, w = out
                 weights.append(w)

@@ -32,6 +32,7 @@ from .rope import (
 )
 from .rope_decay import rope_decay_curve, rope_score_bound
 from .rotary import RotaryEmbedding
+from .t5_bias import T5Bias, T5BiasSettings, resolve_t5_bias
 from .sinusoidal import (
     SinusoidalPositionalEmbedding,
     sinusoidal_encoding,
@@ -42,8 +43,9 @@ from .sinusoidal import (
 )
 
 #: The registry of position schemes a model can use: added once at the input (``"learned"``,
-#: ``"sinusoidal"``) or inside attention (``"rope"``, ``"alibi"``); ``"none"`` for NoPE.
-POSITIONS = ("none", "learned", "sinusoidal", "rope", "alibi")
+#: ``"sinusoidal"``) or inside attention (``"rope"``, ``"alibi"``, ``"t5"``: T5's learned
+#: bucketed bias, see :mod:`llmviz.position.t5_bias`); ``"none"`` for NoPE.
+POSITIONS = ("none", "learned", "sinusoidal", "rope", "alibi", "t5")
 
 __all__ = [
     "POSITIONS",
@@ -57,6 +59,9 @@ __all__ = [
     "property_table",
     "ShawRelativePosition",
     "T5RelativeBias",
+    "T5Bias",
+    "T5BiasSettings",
+    "resolve_t5_bias",
     "XLTerms",
     "relative_positions",
     "shaw_relative_index",
