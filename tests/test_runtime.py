@@ -1,5 +1,6 @@
-"""The lead's shared pieces: device choice, the size knob, source display, input checks,
-notebook set-up and the plot style helpers."""
+"""llmviz.runtime and the plot style helpers: device choice, the size setting, source display,
+notebook set-up (seeds, build output, threads) and the threads context, figure provenance
+footnotes and saving; the public API resolves and importing it stays light."""
 
 from __future__ import annotations
 
