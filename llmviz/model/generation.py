@@ -2,6 +2,8 @@
 
 The prompt runs once; then each step feeds only the newest token through the cache (O(S) per
 step instead of re-running the prefix). Sampling rules live in :mod:`llmviz.model.sampling`.
+What happens when the sequence outgrows the model's ``max_seq_len`` is chosen with
+``context=`` (:data:`CONTEXTS`): run on past it, refuse, or keep a rolling window.
 
 Shape letters: B batch, T prompt length, V vocabulary.
 """
@@ -13,11 +15,14 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .._checks import check_positive_int, check_tensor
+from .._checks import check_choice, check_positive_int, check_tensor
 from ..attention.kv_cache import KVCache
 from .sampling import sample
 
-__all__ = ["generate"]
+__all__ = ["generate", "CONTEXTS"]
+
+# What generate() does once prompt + new tokens pass the model's max_seq_len (see its docstring).
+CONTEXTS = ("extend", "error", "window")
 
 
 @torch.no_grad()
@@ -36,6 +41,7 @@ def generate(
     attention_mask: torch.Tensor | None = None,
     eos_token_id: int | None = None,
     pad_token_id: int | None = None,
+    context: str = "extend",
 ) -> torch.Tensor:
     """Extend ``input_ids`` ``(B, T)`` by ``max_new_tokens`` tokens; returns ``(B, T + new)``.
 
@@ -58,6 +64,22 @@ def generate(
     length is that of the longest row, so shorter rows may also differ from their run alone
     past the trained length.
 
+    **Past max_seq_len** (``L = model.config.max_seq_len``), ``context`` decides:
+
+    * ``"extend"`` (default): the model runs on the whole sequence, past ``L`` where its
+      positions allow it (sinusoidal, RoPE, ALiBi, T5 buckets and no positions extrapolate;
+      whether the text stays good is the model's affair). A learned position table has only
+      ``L`` rows, so there a request longer than ``L`` raises ``ValueError`` up front.
+    * ``"error"``: any request with prompt + ``max_new_tokens`` over ``L`` raises
+      ``ValueError`` up front, whatever the positions.
+    * ``"window"``: a rolling window. Every next token is predicted from the last ``L``
+      tokens only, exactly as running the model on ``out[:, -L:]`` alone (positions from 0
+      again; in a padded batch, the last ``L`` slots with their mask). A prompt longer than
+      ``L`` is cut to its last ``L`` tokens the same way; the full output is still returned.
+      Up to ``L`` tokens the cache works as usual; once the window slides, cached keys sit at
+      positions the window no longer gives them, so each further step re-runs the ``L``
+      tokens of the window (O(L^2) per step) and the cache is dropped.
+
     With ``use_cache`` the prompt is run once and then one token per step through the KV cache
     (each step costs O(S) instead of re-running the whole prefix); without it every step
     re-runs the full sequence. Both give the same tokens (tested).
@@ -74,6 +96,8 @@ def generate(
         attention_mask: ``(B, T)`` 1 = real token, 0 = left padding; None = no padding.
         eos_token_id: a row stops after emitting this id.
         pad_token_id: written after a row stopped (default ``eos_token_id``).
+        context: ``"extend"``, ``"error"`` or ``"window"``: what happens past
+            ``max_seq_len`` (above). ``"error"`` and ``"window"`` need ``model.config.max_seq_len``.
     """
     check_tensor(input_ids, "input_ids", ndim=2)
     if input_ids.is_floating_point() or input_ids.dtype == torch.bool:
@@ -84,12 +108,22 @@ def generate(
             "one token, e.g. a beginning-of-sequence id"
         )
     check_positive_int(max_new_tokens, "max_new_tokens", allow_zero=True)
+    check_choice(context, "context", CONTEXTS)
     limit = getattr(getattr(model, "config", None), "max_seq_len", None)
     uses_table = getattr(getattr(model, "config", None), "position", None) == "learned"
-    if uses_table and input_ids.shape[1] + max_new_tokens > limit:
+    if context != "extend" and limit is None:
+        raise ValueError(
+            f"context={context!r} needs the model's length limit (model.config.max_seq_len), "
+            f"which {type(model).__name__} does not have; use context='extend'"
+        )
+    if (context == "error" or (context == "extend" and uses_table)) and (
+        input_ids.shape[1] + max_new_tokens > limit
+    ):
         raise ValueError(
             f"prompt ({input_ids.shape[1]}) + max_new_tokens ({max_new_tokens}) exceeds "
-            f"max_seq_len ({limit}) of the learned position table"
+            f"max_seq_len ({limit})" + (" of the learned position table" if uses_table else "")
+            + f"; ask for fewer tokens, or pass context='window' to predict each token from "
+            f"the last {limit} only"
         )
 
     if attention_mask is not None:
@@ -126,7 +160,16 @@ def generate(
         done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
         for _ in range(max_new_tokens):
             kw = {} if mask is None else {"attention_mask": mask, "positions": step_positions}
-            if use_cache:
+            if context == "window" and out.shape[1] > limit:
+                # the window slides: the model sees the last `limit` tokens alone, positions
+                # from 0; cached keys were computed at other positions, so run without them
+                cache = None
+                if mask is not None:
+                    window = mask[:, -limit:]  # (B, L)
+                    kw = {"attention_mask": window,
+                          "positions": (window.cumsum(-1) - 1).clamp_min(0)}
+                logits = model(out[:, -limit:], **kw).logits[:, -1]  # (B, V)
+            elif use_cache:
                 logits = model(step_input, cache=cache, **kw).logits[:, -1]  # (B, V)
             else:
                 if mask is not None:
