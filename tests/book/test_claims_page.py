@@ -12,11 +12,12 @@ Two levels:
 
 from __future__ import annotations
 
+import contextlib
 import html
+import io
 import json
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -50,12 +51,27 @@ def _notebook(path: Path, title: str, claims: list[Claim]) -> None:
 
 
 def _build(src: Path, out: Path) -> str:
-    env = dict(os.environ, LLMVIZ_CLAIMS_DIR=str(src / "_claims"))
-    proc = subprocess.run(
-        [sys.executable, "-m", "sphinx", "-b", "html", "-W", "-q", str(src), str(out)],
-        capture_output=True, text=True, env=env, timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    """Build ``src`` into ``out`` as ``sphinx -b html -W -q`` does; return the claims page.
+
+    The build runs in this process (``sphinx.cmd.build.build_main``, what the command line
+    calls): sphinx, myst-nb and nbformat are imported once for every build of the file, where a
+    fresh interpreter per build paid seconds of imports each time. Kernels are still real
+    processes. What a build changes in this process is put back: the environment variables the
+    extension sets for its kernels, and the ``sys.path`` entry its ``conf.py`` adds.
+    """
+    from sphinx.cmd.build import build_main
+
+    environ, path = dict(os.environ), list(sys.path)
+    os.environ["LLMVIZ_CLAIMS_DIR"] = str(src / "_claims")
+    log = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+            code = build_main(["-b", "html", "-W", "-q", str(src), str(out)])
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
+        sys.path[:] = path
+    assert code == 0, log.getvalue()
     return (out / "claims.html").read_text()
 
 
