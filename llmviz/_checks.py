@@ -16,6 +16,7 @@ import torch
 __all__ = [
     "check_tensor",
     "check_dtype_matches",
+    "check_hidden",
     "check_choice",
     "check_real",
     "check_positive",
@@ -79,6 +80,23 @@ def check_dtype_matches(
         f"{who} got x of dtype {x.dtype} but its weights are {weight.dtype}; cast one to "
         f"the other (x.to({weight.dtype}) or module.to(x.dtype){hint}), or run under torch.autocast"
     )
+
+
+def check_hidden(
+    x: Any, d_model: int, weight: torch.Tensor, who: str, *, ndim: int | None = None
+) -> torch.Tensor:
+    """Check the input of a layer built for width ``d_model``: a floating tensor ``(..., C)``
+    (exactly ``ndim`` dimensions when given) with ``C == d_model``, in the dtype of the layer's
+    ``weight`` (see :func:`check_dtype_matches`)."""
+    check_tensor(x, "x", ndim=ndim, min_ndim=1, floating=True)
+    if x.shape[-1] != d_model:
+        layout = "(B, T, C)" if ndim == 3 else "(..., C)"
+        raise ValueError(
+            f"{who} was built for d_model={d_model}, but x has shape {tuple(x.shape)} (width "
+            f"{x.shape[-1]}); x must be {layout} with C = {d_model}"
+        )
+    check_dtype_matches(x, weight, who)
+    return x
 
 
 def check_choice(value: Any, name: str, choices: Iterable[Any]) -> Any:

@@ -28,7 +28,7 @@ from torch import Tensor, nn
 
 from ._checks import (
     check_choice,
-    check_dtype_matches,
+    check_hidden,
     check_positive,
     check_positive_int,
     check_tensor,
@@ -214,15 +214,6 @@ class _Lambda(nn.Module):
         return self.fn(x)
 
 
-def _check_input(x: Tensor, d: int, who: str, weight: Tensor) -> None:
-    check_tensor(x, "x", floating=True)
-    if x.shape[-1] != d:
-        raise ValueError(
-            f"{who} expects inputs with last dimension d_model={d}, got shape {tuple(x.shape)}"
-        )
-    check_dtype_matches(x, weight, who)
-
-
 # ----------------------------------------------------------------------------- blocks
 class MLP(nn.Module):
     """Two-layer feed-forward network ``down_proj(act(up_proj(x)))``.
@@ -250,7 +241,7 @@ class MLP(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """``(..., C) -> (..., C)``."""
-        _check_input(x, self.d_model, "MLP", self.up_proj.weight)
+        check_hidden(x, self.d_model, self.up_proj.weight, "MLP")
         return self.dropout(self.down_proj(self.act(self.up_proj(x))))
 
 
@@ -284,7 +275,7 @@ class GatedMLP(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """``(..., C) -> (..., C)``."""
-        _check_input(x, self.d_model, "GatedMLP", self.up_proj.weight)
+        check_hidden(x, self.d_model, self.up_proj.weight, "GatedMLP")
         return self.dropout(self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x)))
 
 

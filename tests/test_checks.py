@@ -36,6 +36,24 @@ def test_check_dtype_matches_outside_autocast_only():
         _checks.check_dtype_matches(torch.zeros(2, dtype=torch.float64), w, "norm", low_precision_ok=True)
 
 
+def test_check_hidden_one_wording_for_every_layer_input():
+    w = torch.zeros(4, 8)
+    x = torch.zeros(2, 3, 8)
+    assert _checks.check_hidden(x, 8, w, "Layer", ndim=3) is x
+    assert _checks.check_hidden(torch.zeros(5, 8), 8, w, "Layer") is not None  # any (..., C)
+    with pytest.raises(ValueError, match=r"Layer was built for d_model=8, but x has shape "
+                                         r"\(2, 3, 6\) \(width 6\); x must be \(B, T, C\) with C = 8"):
+        _checks.check_hidden(torch.zeros(2, 3, 6), 8, w, "Layer", ndim=3)
+    with pytest.raises(ValueError, match=r"x must have 3 dimensions, got shape \(3, 8\)"):
+        _checks.check_hidden(torch.zeros(3, 8), 8, w, "Layer", ndim=3)
+    with pytest.raises(ValueError, match="at least 1 dimension"):
+        _checks.check_hidden(torch.tensor(1.0), 8, w, "Layer")  # no last axis to read
+    with pytest.raises(TypeError, match="floating-point"):
+        _checks.check_hidden(torch.zeros(2, 8, dtype=torch.long), 8, w, "Layer")
+    with pytest.raises(TypeError, match=r"Layer got x of dtype torch.float64 but its weights are torch.float32"):
+        _checks.check_hidden(x.double(), 8, w, "Layer")
+
+
 def test_check_real():
     assert _checks.check_real(-0.5, "top_p") == -0.5  # the range is the caller's
     with pytest.raises(TypeError, match=r"top_p must be a real number, got Tensor"):

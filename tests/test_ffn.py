@@ -162,9 +162,9 @@ def test_errors():
         activation("swiglu")
     with pytest.raises(ValueError, match="ffn kind='moe' is not supported"):
         make_ffn("moe", 8, 32)
-    with pytest.raises(ValueError, match=r"last dimension d_model=8, got shape \(2, 6\)"):
+    with pytest.raises(ValueError, match=r"MLP was built for d_model=8, but x has shape \(2, 6\) \(width 6\); x must be \(\.\.\., C\)"):
         MLP(8, 32)(torch.randn(2, 6))
-    with pytest.raises(ValueError, match=r"GatedMLP expects .* d_model=8"):
+    with pytest.raises(ValueError, match=r"GatedMLP was built for d_model=8, but x has shape \(2, 6\)"):
         GatedMLP(8, 32)(torch.randn(2, 6))
     with pytest.raises(ValueError, match="d_ff must be a positive int, got 0"):
         GatedMLP(8, 0)

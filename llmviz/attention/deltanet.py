@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .._checks import check_dtype_matches, check_positive_int, check_tensor
+from .._checks import check_hidden, check_positive_int
 from .linear import gated_delta_rule, l2_normalize
 
 __all__ = ["DeltaState", "GatedDeltaNet"]
@@ -104,11 +104,7 @@ class GatedDeltaNet(nn.Module):
         )
 
     def forward(self, x: Tensor, state: DeltaState | None = None, return_state: bool = False):
-        check_tensor(x, "x", ndim=3, floating=True)
-        if x.shape[-1] != self.d_model:
-            raise ValueError(f"GatedDeltaNet expects x of shape (B, T, {self.d_model}); got "
-                             f"{tuple(x.shape)}")
-        check_dtype_matches(x, self.o_proj.weight, "GatedDeltaNet")
+        check_hidden(x, self.d_model, self.o_proj.weight, "GatedDeltaNet", ndim=3)
         B, T, _ = x.shape
         Hk, Hv, Dk, Dv = self.n_k_heads, self.n_v_heads, self.d_head_k, self.d_head_v
         if state is not None and state.conv.shape != (B, self.conv_dim, self.conv_kernel - 1):

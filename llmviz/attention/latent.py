@@ -45,7 +45,7 @@ import math
 import torch
 from torch import nn
 
-from .._checks import check_choice, check_dtype_matches, check_positive, check_positive_int, check_tensor
+from .._checks import check_choice, check_hidden, check_positive, check_positive_int, check_tensor
 from ..norm import RMSNorm
 from ..position.rope import LAYOUTS
 from ..position.rope_scaling import RopeScaling
@@ -272,11 +272,8 @@ class MultiHeadLatentAttention(nn.Module):
         cache: LatentCache | None = None, layer_idx: int = 0, mask: torch.Tensor | None = None,
         absorbed: bool = False, return_weights: bool = False,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        check_tensor(x, "x", ndim=3, floating=True)
+        check_hidden(x, self.d_model, self.kv_b_proj.weight, "MultiHeadLatentAttention", ndim=3)
         B, T, C = x.shape
-        if C != self.d_model:
-            raise ValueError(f"x has width {C} but the module was built for d_model={self.d_model}")
-        check_dtype_matches(x, self.kv_b_proj.weight, "MultiHeadLatentAttention")
         if cache is not None and not isinstance(cache, LatentCache):
             raise TypeError(f"cache must be a LatentCache (MLA caches latents, not keys and values), "
                             f"got {type(cache).__name__}; inside a model wrap its KVCache as "

@@ -21,10 +21,9 @@ from torch import nn
 
 from .._checks import (
     check_choice,
-    check_dtype_matches,
+    check_hidden,
     check_positive,
     check_positive_int,
-    check_tensor,
 )
 from ..norm import MODEL_NORMS, make_norm
 from ._checks import check_mask
@@ -197,11 +196,8 @@ class MultiHeadAttention(nn.Module):
         layer_idx: int = 0,
         return_weights: bool = False,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        check_tensor(x, "x", ndim=3, floating=True)
+        check_hidden(x, self.d_model, self.q_proj.weight, "MultiHeadAttention", ndim=3)
         B, T, C = x.shape
-        if C != self.d_model:
-            raise ValueError(f"x has width {C} but the module was built for d_model={self.d_model}")
-        check_dtype_matches(x, self.q_proj.weight, "MultiHeadAttention")
         H, G, D = self.n_heads, self.n_kv_heads, self.head_dim
         q, k = self.q_proj(x), self.k_proj(x)  # (B, T, H*D), (B, T, G*D)
         if self.q_norm is not None and self.qk_norm_scope == "all":

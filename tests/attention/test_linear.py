@@ -228,7 +228,7 @@ def test_gated_deltanet_bad_input():
     with pytest.raises(ValueError, match=r"n_v_heads=6 must be a multiple of n_k_heads=4"):
         GatedDeltaNet(16, 6, 4, n_k_heads=4)
     layer = GatedDeltaNet(16, 2, 4)
-    with pytest.raises(ValueError, match=r"expects x of shape \(B, T, 16\); got \(1, 3, 8\)"):
+    with pytest.raises(ValueError, match=r"GatedDeltaNet was built for d_model=16, but x has shape \(1, 3, 8\) \(width 8\); x must be \(B, T, C\) with C = 16"):
         layer(torch.randn(1, 3, 8))
     with pytest.raises(TypeError, match=r"GatedDeltaNet got x of dtype torch.float64"):
         layer(torch.randn(1, 3, 16, dtype=torch.float64))
