@@ -9,7 +9,7 @@ import torch
 
 from .._checks import check_tensor
 
-__all__ = ["check_qkv", "check_mask"]
+__all__ = ["check_qkv", "check_mask", "check_cache_layer"]
 
 
 def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, int]:
@@ -68,3 +68,16 @@ def check_sinks(sinks: torch.Tensor, n_heads: int) -> None:
     if sinks.shape[0] != n_heads:
         raise ValueError(f"sinks must hold one logit per query head, shape ({n_heads},); got "
                          f"{tuple(sinks.shape)}")
+
+
+def check_cache_layer(layer_idx: int, n_layers: int) -> bool:
+    """Caches fill their layers in order: True when ``layer_idx`` opens the next layer of a
+    cache holding ``n_layers``, False when it names one already held; anything else raises."""
+    if layer_idx == n_layers:
+        return True
+    if 0 <= layer_idx < n_layers:
+        return False
+    raise ValueError(
+        f"layer_idx {layer_idx} is out of order: the cache holds {n_layers} layers, so the next "
+        f"new layer must be {n_layers}"
+    )

@@ -16,6 +16,7 @@ from typing import Any, Callable
 import torch
 
 from .._checks import check_tensor
+from ._checks import check_cache_layer
 
 __all__ = ["KVCache", "SinkCache", "rope_key_shift"]
 
@@ -53,15 +54,10 @@ class KVCache:
                 f"k ({k.dtype}) and v ({v.dtype}) must share a dtype; cast the model once "
                 "(model.to(dtype)) instead of mixing precisions"
             )
-        if layer_idx == len(self.keys):
+        if check_cache_layer(layer_idx, len(self.keys)):
             self.keys.append(k)
             self.values.append(v)
             return k, v
-        if not 0 <= layer_idx < len(self.keys):
-            raise ValueError(
-                f"layer_idx {layer_idx} is out of order: the cache holds {len(self.keys)} "
-                f"layers, so the next new layer must be {len(self.keys)}"
-            )
         old_k = self.keys[layer_idx]
         if old_k.shape[:2] != k.shape[:2] or old_k.shape[3] != k.shape[3]:
             raise ValueError(
@@ -91,14 +87,11 @@ class KVCache:
         B = state.recurrent.shape[0]
         seen = self.length(layer_idx) + new_tokens
         empty = state.recurrent.new_empty(B, 0, seen, 0)
-        if layer_idx == len(self.keys):
+        if check_cache_layer(layer_idx, len(self.keys)):
             self.keys.append(empty)
             self.values.append(empty)
-        elif 0 <= layer_idx < len(self.keys):
-            self.keys[layer_idx] = self.values[layer_idx] = empty
         else:
-            raise ValueError(f"layer_idx {layer_idx} is out of order: the cache holds "
-                             f"{len(self.keys)} layers, so the next new layer must be {len(self.keys)}")
+            self.keys[layer_idx] = self.values[layer_idx] = empty
         self._states[layer_idx] = state
 
     def length(self, layer_idx: int = 0) -> int:

@@ -50,6 +50,7 @@ from ..norm import RMSNorm
 from ..position.rope import LAYOUTS
 from ..position.rope_scaling import RopeScaling
 from ..position.rotary import RotaryEmbedding
+from ._checks import check_cache_layer
 from .functional import scaled_dot_product_attention
 from .kv_cache import KVCache
 
@@ -78,10 +79,10 @@ class LatentCache:
         if latent.shape[:2] != rope_key.shape[:2]:
             raise ValueError(f"latent {tuple(latent.shape)} and rope_key {tuple(rope_key.shape)} "
                              "must agree in (B, T)")
-        if layer_idx == len(self.latents):
+        if check_cache_layer(layer_idx, len(self.latents)):
             self.latents.append(latent)
             self.rope_keys.append(rope_key)
-        elif 0 <= layer_idx < len(self.latents):
+        else:
             old = self.latents[layer_idx]
             if old.shape[0] != latent.shape[0] or old.shape[2] != latent.shape[2]:
                 raise ValueError(f"layer {layer_idx}: new latent {tuple(latent.shape)} does not match "
@@ -91,9 +92,6 @@ class LatentCache:
                                 f" but the cache holds {old.dtype} on {old.device}; start a new cache")
             self.latents[layer_idx] = torch.cat([old, latent], dim=1)  # (B, S, r)
             self.rope_keys[layer_idx] = torch.cat([self.rope_keys[layer_idx], rope_key], dim=1)
-        else:
-            raise ValueError(f"layer_idx {layer_idx} is out of order: the cache holds "
-                             f"{len(self.latents)} layers, so the next new layer must be {len(self.latents)}")
         return self.latents[layer_idx], self.rope_keys[layer_idx]
 
     def length(self, layer_idx: int = 0) -> int:

@@ -349,6 +349,19 @@ def test_kv_cache_bookkeeping_and_errors():
     assert c.nbytes() == 0 and "layers=0" in repr(c)
 
 
+def test_linear_state_slots_fill_in_order_like_keys():
+    from llmviz.attention.deltanet import DeltaState
+
+    c = KVCache()
+    state = DeltaState(torch.zeros(1, 4, 3), torch.zeros(1, 2, 4, 4))
+    c.set_linear_state(0, state, new_tokens=5)
+    c.set_linear_state(0, state, new_tokens=2)  # the same layer again: its slot is replaced
+    assert len(c) == 1 and c.length(0) == 7 and c.linear_state(0) is state
+    with pytest.raises(ValueError, match=r"layer_idx 3 is out of order: the cache holds 1 layers, "
+                                         r"so the next new layer must be 1"):
+        c.set_linear_state(3, state, new_tokens=1)
+
+
 def test_alibi_module_uses_position_package():
     alibi = pytest.importorskip("llmviz.position.alibi")
     m = MultiHeadAttention(32, 4, alibi=True).eval()
