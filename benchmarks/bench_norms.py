@@ -33,20 +33,17 @@ def main(argv: list[str] | None = None) -> list:
 
     print(header(f"norms forward, x {tuple(x.shape)} {args.dtype} on {dev}, "
                  f"{args.threads} thread(s) while timing"))
-    rows = [
-        compare("LayerNorm: ours (fused) / torch.nn", lambda: ln(x), lambda: t_ln(x),
-                peer_name="torch.nn.LayerNorm", repeats=args.repeats, threads=args.threads),
-        compare("RMSNorm: ours (fused) / torch.nn", lambda: rms(x), lambda: t_rms(x),
-                peer_name="torch.nn.RMSNorm", repeats=args.repeats, threads=args.threads),
-        compare("LayerNorm: eager formula / fused", lambda: ln_eager(x), lambda: ln(x),
-                peer_name="fused", repeats=args.repeats, threads=args.threads),
-        compare("RMSNorm: eager formula / fused", lambda: rms_eager(x), lambda: rms(x),
-                peer_name="fused", repeats=args.repeats, threads=args.threads),
-        compare("RMSNorm / LayerNorm (both fused)", lambda: rms(x), lambda: ln(x),
-                peer_name="LayerNorm", repeats=args.repeats, threads=args.threads),
-        compare("RMSNorm / LayerNorm (both eager)", lambda: rms_eager(x), lambda: ln_eager(x),
-                peer_name="LayerNorm", repeats=args.repeats, threads=args.threads),
+    pairs = [  # (what, ours, peer, peer's name)
+        ("LayerNorm: ours (fused) / torch.nn", ln, t_ln, "torch.nn.LayerNorm"),
+        ("RMSNorm: ours (fused) / torch.nn", rms, t_rms, "torch.nn.RMSNorm"),
+        ("LayerNorm: eager formula / fused", ln_eager, ln, "fused"),
+        ("RMSNorm: eager formula / fused", rms_eager, rms, "fused"),
+        ("RMSNorm / LayerNorm (both fused)", rms, ln, "LayerNorm"),
+        ("RMSNorm / LayerNorm (both eager)", rms_eager, ln_eager, "LayerNorm"),
     ]
+    rows = [compare(name, lambda m=ours: m(x), lambda m=peer: m(x), peer_name=peer_name,
+                    repeats=args.repeats, threads=args.threads)
+            for name, ours, peer, peer_name in pairs]
     for r in rows:
         print(r)
     return rows
