@@ -39,7 +39,7 @@ def default_device() -> str:
 class BenchParser(argparse.ArgumentParser):
     """An argument parser that applies the tiny sizes when ``--quick`` is given."""
 
-    quick_values: dict[str, int]
+    quick_values: dict[str, Any]
 
     def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                    namespace: Any = None) -> argparse.Namespace:
@@ -58,6 +58,7 @@ def bench_parser(
     threads: int | list[int] = 1,
     repeats: int = 5,
     device: bool = False,
+    quick: Mapping[str, Any] | None = None,
 ) -> BenchParser:
     """A parser holding the options every benchmark takes; the script may add more.
 
@@ -69,11 +70,13 @@ def bench_parser(
             several counts, timed in turn.
         repeats: default interleaved rounds per comparison.
         device: add ``--device`` (default: CUDA when present, else the CPU).
+        quick: tiny values for options the script adds itself (e.g. a shape or a list of
+            presets), applied by ``--quick`` like the sizes.
     """
     parser = BenchParser(description=doc)
     for name, (default, _) in sizes.items():
         parser.add_argument("--" + name.replace("_", "-"), type=int, default=default)
-    parser.quick_values = {name: quick for name, (_, quick) in sizes.items()}
+    parser.quick_values = {name: tiny for name, (_, tiny) in sizes.items()} | dict(quick or {})
     if isinstance(threads, list):
         parser.add_argument("--threads", type=int, nargs="*", default=threads,
                             help="torch CPU threads while timing, one run per count")

@@ -5,24 +5,23 @@ The forward has no host reads (``tests/model/test_compile.py`` compiles each pre
 means compiling pays. Compile time is paid in the warm-up and not timed.
 
 Run: ``python benchmarks/bench_compile.py [--presets llama2 gpt2] [--batch 4] [--seq 128]
-[--threads 1] [--layers 2] [--width 64]``. Toy presets (byte vocabulary) at the given width.
+[--threads 1] [--layers 2] [--width 64] [--quick]``. Toy presets (byte vocabulary) at the given width.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make `llmviz` importable from a checkout
+if __package__ in (None, ""):  # run as a script: make `llmviz` and `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
+from benchmarks._harness import bench_parser, compare, header
 from llmviz.attention.kv_cache import KVCache
 from llmviz.model.lm import DecoderLM
 from llmviz.model.presets import PRESETS, preset
-from llmviz.training.bench import compare, header
 
 
 def _snapshot(cache: KVCache) -> KVCache:
@@ -33,14 +32,9 @@ def _snapshot(cache: KVCache) -> KVCache:
 
 
 def main(argv: list[str] | None = None) -> list:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = bench_parser(__doc__, sizes=dict(batch=(4, 1), seq=(128, 16), layers=(2, 1),
+                                              width=(64, 32)), quick={"presets": ["gpt2"]})
     parser.add_argument("--presets", nargs="*", default=sorted(PRESETS))
-    parser.add_argument("--batch", type=int, default=4)
-    parser.add_argument("--seq", type=int, default=128)
-    parser.add_argument("--layers", type=int, default=2)
-    parser.add_argument("--width", type=int, default=64)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     print(header(f"torch.compile (inductor) vs eager: B={args.batch}, T={args.seq}, "

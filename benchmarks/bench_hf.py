@@ -10,25 +10,24 @@ give the same logits and the same greedy tokens, or the script stops. Ratios are
 (< 1 means llmviz is faster), the median of interleaved rounds with a 95% interval, at one
 thread and at torch's default thread count.
 
-Run: ``python -m benchmarks.bench_hf [--threads 1 0] [--repeats 5]`` (``0`` = torch's default).
+Run: ``python -m benchmarks.bench_hf [--threads 1 0] [--repeats 5] [--quick]`` (``0`` = torch's default).
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make `llmviz` importable from a checkout
+if __package__ in (None, ""):  # run as a script: make `llmviz` and `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 import torch.nn.functional as F
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from benchmarks._harness import bench_parser, compare, header
 from llmviz.hf import from_hf
 from llmviz.model.generation import generate
-from llmviz.training.bench import compare, header
 
 
 def small_llama(vocab: int = 1000) -> LlamaForCausalLM:
@@ -49,13 +48,8 @@ def _loss_backward(logits: torch.Tensor, ids: torch.Tensor) -> None:
 
 
 def main(argv: list[str] | None = None) -> list:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--seq", type=int, default=512)
-    parser.add_argument("--prompt", type=int, default=16)
-    parser.add_argument("--new", type=int, default=128)
-    parser.add_argument("--threads", type=int, nargs="*", default=[1, 0])
-    parser.add_argument("--repeats", type=int, default=5)
+    parser = bench_parser(__doc__, threads=[1, 0], sizes=dict(
+        batch=(8, 1), seq=(512, 16), prompt=(16, 4), new=(128, 4)))
     parser.add_argument("--skip", nargs="*", default=[], choices=["train", "generate"])
     args = parser.parse_args(argv)
 

@@ -1,27 +1,29 @@
 """LayerNorm vs RMSNorm: our modules against torch's, and the readable formula against the fused
 kernel, forward pass, float32.
 
-Run: ``python benchmarks/bench_norms.py [--shape 8 1024 1024] [--device cpu|cuda]``.
+Run: ``python benchmarks/bench_norms.py [--shape 8 1024 1024] [--device cpu|cuda] [--quick]``.
 Ratios > 1 mean ours (or the eager formula) is slower.
 """
 
 from __future__ import annotations
 
-import argparse
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make `llmviz` and `benchmarks` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
+from benchmarks._harness import bench_parser, compare, header
 from llmviz.norm import LayerNorm, RMSNorm
-from llmviz.training.bench import compare, header
 
 
 def main(argv: list[str] | None = None) -> list:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = bench_parser(__doc__, sizes={}, repeats=7, device=True,
+                          quick={"shape": [2, 16, 32]})
     parser.add_argument("--shape", type=int, nargs=3, default=[8, 1024, 1024], metavar=("B", "T", "C"))
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads while timing")
     args = parser.parse_args(argv)
     B, T, C = args.shape
     dev, dtype = torch.device(args.device), getattr(torch, args.dtype)

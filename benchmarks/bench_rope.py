@@ -1,22 +1,27 @@
 """RoPE rotation: llmviz ``apply_rotary`` (cached cos/sin) against Hugging Face Llama's
 ``apply_rotary_pos_emb``, on the same q, k and the same cos/sin tables.
 
-Run: ``python -m benchmarks.bench_rope`` (add ``--quick`` for one small shape). Prints one line
-per shape with the ratio ours / HF and its interval (lower is better; target <= 1.0), timed
-on one CPU thread.
+Run: ``python -m benchmarks.bench_rope`` (add ``--quick`` for one small shape and two rounds; ``--threads``,
+``--repeats`` as in every benchmark). Prints one line per shape with the ratio ours / HF and
+its interval (lower is better; target <= 1.0), timed on one CPU thread.
 """
 
 from __future__ import annotations
 
-import argparse
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make `llmviz` and `benchmarks` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
+from benchmarks._harness import bench_parser, compare, header
 from llmviz.position.rope import apply_rotary, rope_cos_sin, rope_frequencies
-from llmviz.training.bench import compare, header
 
 
-def _case(B: int, H: int, T: int, D: int, dtype: torch.dtype, device: torch.device):
+def _case(B: int, H: int, T: int, D: int, dtype: torch.dtype, device: torch.device, *,
+          threads: int, repeats: int):
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
     g = torch.Generator(device="cpu").manual_seed(0)
@@ -37,18 +42,17 @@ def _case(B: int, H: int, T: int, D: int, dtype: torch.dtype, device: torch.devi
     torch.testing.assert_close(oq, hq)
     torch.testing.assert_close(ok, hk)
     name = f"B={B} H={H} T={T} D={D} {str(dtype).replace('torch.', '')}"
-    return compare(name, ours, hf, peer_name="HF", threads=1)
+    return compare(name, ours, hf, peer_name="HF", threads=threads, repeats=repeats)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="one small shape only")
-    args = parser.parse_args()
+def main(argv: list[str] | None = None) -> None:
+    args = bench_parser(__doc__, sizes={}, repeats=7).parse_args(argv)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     print(header("RoPE: apply_rotary vs HF apply_rotary_pos_emb (q and k)"))
     shapes = [(1, 4, 128, 64)] if args.quick else [(4, 8, 1024, 64), (4, 8, 1024, 128)]
     dtypes = [torch.float32] + ([torch.bfloat16] if device.type == "cuda" else [])
-    results = [_case(*s, dtype=dt, device=device) for s in shapes for dt in dtypes]
+    results = [_case(*s, dtype=dt, device=device, threads=args.threads, repeats=args.repeats)
+               for s in shapes for dt in dtypes]
     for r in results:
         print(r)
     worst = max(results, key=lambda r: r.ratio.mean)

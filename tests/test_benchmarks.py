@@ -22,6 +22,14 @@ def test_quick_takes_the_tiny_sizes_but_not_over_explicit_flags():
     assert _parser().parse_args(["--quick", "--repeats", "3"]).repeats == 3
 
 
+def test_quick_also_sets_the_options_a_script_adds_itself():
+    parser = bench_parser(None, sizes={}, quick={"presets": ["gpt2"]})
+    parser.add_argument("--presets", nargs="*", default=["gpt2", "llama2", "mistral"])
+    assert parser.parse_args(["--quick"]).presets == ["gpt2"]
+    assert parser.parse_args(["--quick", "--presets", "llama2"]).presets == ["llama2"]
+    assert parser.parse_args([]).presets == ["gpt2", "llama2", "mistral"]
+
+
 def test_device_option_only_where_asked():
     assert not hasattr(_parser().parse_args([]), "device")
     args = bench_parser(None, sizes={}, device=True).parse_args(["--device", "cpu"])
