@@ -11,6 +11,7 @@ seconds to show that it still works.
 from __future__ import annotations
 
 import argparse
+import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,7 +27,7 @@ from llmviz.training.bench import (
 )
 
 __all__ = ["Comparison", "Timing", "compare", "header", "measure", "speed_claim",
-           "bench_parser", "default_device", "BenchParser"]
+           "bench_parser", "default_device", "BenchParser", "cache_snapshot"]
 
 QUICK_REPEATS = 2  # the fewest rounds that still give the ratio an interval
 
@@ -34,6 +35,19 @@ QUICK_REPEATS = 2  # the fewest rounds that still give the ratio an interval
 def default_device() -> str:
     """``"cuda"`` when a GPU is present, else ``"cpu"``."""
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def cache_snapshot(cache: Any) -> Any:
+    """A copy of a KV or latent cache holding the same tensors in new lists (and dicts).
+
+    A timed decode step appends to the cache it is given; handed a snapshot, it leaves the
+    prefilled original as it was, so every call times the same step. No tensor is copied.
+    """
+    fresh = copy.copy(cache)
+    for name, value in vars(cache).items():
+        if isinstance(value, (list, dict)):
+            setattr(fresh, name, copy.copy(value))
+    return fresh
 
 
 class BenchParser(argparse.ArgumentParser):

@@ -18,17 +18,9 @@ if __package__ in (None, ""):  # run as a script: make `llmviz` and `benchmarks`
 
 import torch
 
-from benchmarks._harness import bench_parser, compare, header
-from llmviz.attention.kv_cache import KVCache
+from benchmarks._harness import bench_parser, cache_snapshot, compare, header
 from llmviz.model.lm import DecoderLM
 from llmviz.model.presets import PRESETS, preset
-
-
-def _snapshot(cache: KVCache) -> KVCache:
-    """A cache holding the same tensors (update() concatenates, so the original is untouched)."""
-    fresh = KVCache()
-    fresh.keys, fresh.values = list(cache.keys), list(cache.values)
-    return fresh
 
 
 def main(argv: list[str] | None = None) -> list:
@@ -60,8 +52,8 @@ def main(argv: list[str] | None = None) -> list:
         print(rows[-1])
         rows.append(compare(
             f"{name}: decode step (S={args.seq})",
-            lambda: compiled(step, cache=_snapshot(prefix)).logits,
-            lambda: model(step, cache=_snapshot(prefix)).logits,
+            lambda: compiled(step, cache=cache_snapshot(prefix)).logits,
+            lambda: model(step, cache=cache_snapshot(prefix)).logits,
             ours_name="compiled", peer_name="eager", threads=args.threads, repeats=args.repeats,
         ))
         print(rows[-1])

@@ -31,15 +31,8 @@ if __package__ in (None, ""):  # run as a script: make `llmviz` and `benchmarks`
 
 import torch
 
-from benchmarks._harness import bench_parser, compare, header
+from benchmarks._harness import bench_parser, cache_snapshot, compare, header
 from llmviz.attention import LatentCache, MultiHeadLatentAttention, scaled_dot_product_attention
-
-
-def _copy(cache: LatentCache) -> LatentCache:
-    """A cache holding the same tensors (a step appends to it without touching the original)."""
-    fresh = LatentCache()
-    fresh.latents, fresh.rope_keys = list(cache.latents), list(cache.rope_keys)
-    return fresh
 
 
 def _expanded_step(m: MultiHeadLatentAttention, x: torch.Tensor, k_cache: torch.Tensor,
@@ -82,8 +75,8 @@ def main(argv: list[str] | None = None) -> list:
         k_cache = torch.cat((k_nope, k_rope[:, None].expand(B, m.n_heads, S, -1)), dim=-1)
         k_cache, v_cache = k_cache.contiguous(), v_cache.contiguous()
 
-        absorbed = lambda: m(x, cache=_copy(cache), absorbed=True)  # noqa: E731
-        naive = lambda: m(x, cache=_copy(cache), absorbed=False)  # noqa: E731
+        absorbed = lambda: m(x, cache=cache_snapshot(cache), absorbed=True)  # noqa: E731
+        naive = lambda: m(x, cache=cache_snapshot(cache), absorbed=False)  # noqa: E731
         expanded = lambda: _expanded_step(m, x, k_cache, v_cache)  # noqa: E731
         ref = naive()
         diff = max((absorbed() - ref).abs().max().item(), (expanded() - ref).abs().max().item())

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from benchmarks import bench_mla
-from benchmarks._harness import QUICK_REPEATS, bench_parser
+import torch
+
+from benchmarks._harness import QUICK_REPEATS, bench_parser, cache_snapshot
+from llmviz.attention import KVCache, LatentCache
 
 
 def _parser():
@@ -28,6 +31,21 @@ def test_quick_also_sets_the_options_a_script_adds_itself():
     assert parser.parse_args(["--quick"]).presets == ["gpt2"]
     assert parser.parse_args(["--quick", "--presets", "llama2"]).presets == ["llama2"]
     assert parser.parse_args([]).presets == ["gpt2", "llama2", "mistral"]
+
+
+def test_a_cache_snapshot_takes_a_step_and_leaves_the_original_as_it_was():
+    k = torch.zeros(1, 2, 3, 4)
+    kv = KVCache()
+    kv.update(0, k, k)
+    snap = cache_snapshot(kv)
+    assert snap.keys[0] is kv.keys[0]  # the same tensors, no copy
+    snap.update(0, k[:, :, :1], k[:, :, :1])
+    assert (snap.length(), kv.length()) == (4, 3) and type(snap) is KVCache
+    latent = LatentCache()
+    latent.update(0, torch.zeros(1, 3, 8), torch.zeros(1, 3, 2))
+    snap = cache_snapshot(latent)
+    snap.update(0, torch.zeros(1, 1, 8), torch.zeros(1, 1, 2))
+    assert (snap.length(), latent.length()) == (4, 3)
 
 
 def test_device_option_only_where_asked():
