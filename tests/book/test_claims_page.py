@@ -80,19 +80,24 @@ def _claims(*spec: tuple[str, float]) -> list[Claim]:
             for i, m in spec]
 
 
-def test_claims_page_lists_every_box_also_after_an_incremental_rebuild(tmp_path):
-    pytest.importorskip("myst_nb")
+def _project(tmp_path: Path, chapters: list[str], conf: str) -> tuple[Path, Path]:
+    """A Sphinx project with the book's extension: ``chapters`` then the claims page in its
+    table of contents, ``conf`` added to its conf.py; returns (source, output) folders."""
     src, out = tmp_path / "src", tmp_path / "out"
     src.mkdir()
     (src / "conf.py").write_text(
         f"import sys\nsys.path.insert(0, {str(ROOT / '_ext')!r})\n"
-        "extensions = ['myst_nb', 'llmviz_book']\nnb_execution_mode = 'off'\n"
-        "exclude_patterns = ['_claims']\n"
+        "extensions = ['myst_nb', 'llmviz_book']\nexclude_patterns = ['_claims']\n" + conf
     )
-    (src / "index.md").write_text(
-        "# Book\n\n```{toctree}\nch1\nch2\nclaims\n```\n"
-    )
+    toc = "\n".join([*chapters, "claims"])
+    (src / "index.md").write_text(f"# Book\n\n```{{toctree}}\n{toc}\n```\n")
     (src / "claims.md").write_text("# Claims\n\n```{llmviz-claims}\n```\n")
+    return src, out
+
+
+def test_claims_page_lists_every_box_also_after_an_incremental_rebuild(tmp_path):
+    pytest.importorskip("myst_nb")
+    src, out = _project(tmp_path, ["ch1", "ch2"], "nb_execution_mode = 'off'\n")
     _notebook(src / "ch1.ipynb", "One", _claims(("a", 1.0), ("b", -1.0)))
     ratio = Claim("ours is faster", Estimate(0.5, 0.1, 5, 0.4, 0.6, kind="ratio"),
                   threshold=1.0, direction="<", id="fast", device="cpu", size="cpu")
@@ -130,16 +135,8 @@ def test_executed_notebook_registers_its_claims_and_survives_the_execution_cache
     """A kernel run by the build writes its records; a cache hit keeps the page complete."""
     pytest.importorskip("myst_nb")
     pytest.importorskip("jupyter_cache")
-    src, out = tmp_path / "src", tmp_path / "out"
-    src.mkdir()
-    (src / "conf.py").write_text(
-        f"import sys\nsys.path.insert(0, {str(ROOT / '_ext')!r})\n"
-        "extensions = ['myst_nb', 'llmviz_book']\nnb_execution_mode = 'cache'\n"
-        f"nb_execution_cache_path = {str(tmp_path / 'cache')!r}\n"
-        "exclude_patterns = ['_claims']\n"
-    )
-    (src / "index.md").write_text("# Book\n\n```{toctree}\nch\nclaims\n```\n")
-    (src / "claims.md").write_text("# Claims\n\n```{llmviz-claims}\n```\n")
+    src, out = _project(tmp_path, ["ch"], "nb_execution_mode = 'cache'\n"
+                        f"nb_execution_cache_path = {str(tmp_path / 'cache')!r}\n")
     code = (
         "from llmviz.evidence import Claim, glue_number, paired, summarize\n"
         "c = Claim('x is positive', paired([2.0, 2.2, 1.9], [1.0, 1.0, 1.0]), id='x', "
