@@ -221,6 +221,11 @@ class Task(NamedTuple):
     mask: torch.Tensor
 
 
+def _next_token_task(full: torch.Tensor, mask: torch.Tensor, device) -> Task:
+    """Next-token pairs of sequences ``full`` ``(B, T + 1)``; ``mask`` ``(B, T)`` marks targets."""
+    return Task(full[:, :-1].to(device), full[:, 1:].to(device), mask.to(device))
+
+
 def _check_vocab(vocab_size: int, need: int, what: str) -> None:
     check_positive_int(vocab_size, "vocab_size")
     if vocab_size < need:
@@ -248,7 +253,7 @@ def copy_task(
     full = torch.cat([content, sep, content], dim=1)  # (B, 2n+1)
     mask = torch.zeros(batch_size, 2 * n_tokens, dtype=torch.bool)
     mask[:, n_tokens:] = True  # targets full[n+1:] = the copy
-    return Task(full[:, :-1].to(device), full[:, 1:].to(device), mask.to(device))
+    return _next_token_task(full, mask, device)
 
 
 def associative_recall(
@@ -280,7 +285,7 @@ def associative_recall(
     )  # (B, 2P+2)
     mask = torch.zeros(batch_size, 2 * n_pairs + 1, dtype=torch.bool)
     mask[:, -1] = True
-    return Task(full[:, :-1].to(device), full[:, 1:].to(device), mask.to(device))
+    return _next_token_task(full, mask, device)
 
 
 def induction_task(
@@ -321,7 +326,7 @@ def induction_task(
         full = torch.cat([first, first], dim=1)[:, : seq_len + 1]  # (B, T+1)
         mask = torch.zeros(batch_size, seq_len, dtype=torch.bool)
         mask[:, half:] = True  # input t = full[t - half] repeated, so target full[t+1] is known
-        return Task(full[:, :-1].to(device), full[:, 1:].to(device), mask.to(device))
+        return _next_token_task(full, mask, device)
     choices = [int(p) for p in periods]
     if not choices:
         raise ValueError("periods is empty; pass e.g. periods=range(4, 12), or None")
@@ -341,4 +346,4 @@ def induction_task(
     in_block = (pos - offset[:, None]).clamp_min(0) % period[:, None]  # (B, T+1)
     full = torch.where(pos >= offset[:, None], block.gather(1, in_block), noise)  # (B, T+1)
     mask = torch.arange(seq_len)[None, :] >= (offset + period)[:, None]  # (B, T)
-    return Task(full[:, :-1].to(device), full[:, 1:].to(device), mask.to(device))
+    return _next_token_task(full, mask, device)
