@@ -1,4 +1,4 @@
-"""What the benchmark scripts share: their command-line options, and the timing helper.
+"""What the benchmark scripts share: their command-line options, and the timing functions.
 
 Timing is the library's own (:mod:`llmviz.training.bench`, re-exported here so
 ``from benchmarks._harness import compare, header`` keeps working). :func:`bench_parser`

@@ -1,4 +1,4 @@
-"""llmviz.runtime and the plot style helpers: device choice, the size setting, source display,
+"""llmviz.runtime and the plot style functions: device choice, the size setting, source display,
 notebook set-up (seeds, build output, threads) and the threads context, figure provenance
 footnotes and saving; the public API resolves and importing it stays light."""
 

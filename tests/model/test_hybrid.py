@@ -11,7 +11,7 @@ from llmviz.model.config import ModelConfig
 from llmviz.model.generation import generate
 from llmviz.model.lm import DecoderLM
 
-from ._helpers import assert_cached_decoding_equals_full_forward
+from ._decoding import assert_cached_decoding_equals_full_forward
 
 HYBRID = dict(n_layers=4, linear_layers=(0, 1, 2), linear_heads=4, linear_key_heads=2,
               linear_head_dim=8, attn_output_gate=True, d_model=32, n_heads=4, n_kv_heads=2)

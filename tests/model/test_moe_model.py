@@ -16,7 +16,7 @@ from llmviz.moe import MoELayer
 from llmviz.moe.layer import clamped_glu
 from llmviz.training import TrainConfig, train
 
-from ._helpers import assert_cached_decoding_equals_full_forward
+from ._decoding import assert_cached_decoding_equals_full_forward
 
 SMALL = dict(vocab_size=64, d_model=32, n_layers=3, n_heads=4, n_kv_heads=2)
 MOE = dict(SMALL, n_experts=4, experts_top_k=2, expert_d_ff=16, moe_layers=(1, 2))

@@ -1,4 +1,4 @@
-"""Test scaffolding shared by the model tests."""
+"""Shared by the model tests: cached decoding checked against the full forward."""
 
 from __future__ import annotations
 
