@@ -3,6 +3,8 @@
 * :mod:`.parameters`: parameter counts by component, FLOPs per token, KV-cache bytes,
   width matching for depth-vs-width comparisons, and the verbatim-match check used to test
   memorisation.
+* :mod:`.kv_frontier`: cache numbers per token and layer for every attention design (MHA, GQA,
+  MQA, latent, sliding, linear hybrids).
 * :mod:`.profiles`: per-layer gradient norm and residual-stream RMS (:func:`depth_profiles`).
 * :mod:`.profiles`: also :func:`stability_stats` (attention entropy, log Z, logits, loss).
 * :mod:`.sweeps`: a learning-rate x warm-up sweep as a grid of final losses
@@ -12,7 +14,8 @@
 
 from __future__ import annotations
 
-from . import parameters, profiles, sweeps
+from . import kv_frontier, parameters, profiles, sweeps
+from .kv_frontier import DESIGNS, design_cache_bytes, layer_cache_elements
 from .parameters import (
     count_parameters,
     flops_per_token,
@@ -27,6 +30,7 @@ from .profiles import depth_profiles, stability_stats
 from .sweeps import divergence_grid, unigram_loss, worst_spike
 
 __all__ = [
+    "DESIGNS", "design_cache_bytes", "kv_frontier", "layer_cache_elements",
     "count_parameters", "flops_per_token", "gpt2_layer_params", "kv_cache_bytes",
     "kv_cache_bytes_for", "layer_params", "longest_verbatim_match", "match_width", "parameters",
     "depth_profiles", "divergence_grid", "profiles", "sweeps", "worst_spike", "unigram_loss",

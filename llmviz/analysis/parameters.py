@@ -29,6 +29,7 @@ from torch import nn
 
 from .._checks import check_positive, check_positive_int
 from ..model.config import ModelConfig
+from .kv_frontier import layer_cache_elements
 
 __all__ = [
     "count_parameters",
@@ -200,16 +201,17 @@ def kv_cache_bytes(
 
 
 def kv_cache_bytes_for(config: ModelConfig, seq_len: int, *, batch: int = 1, bytes_per_el: int = 2) -> int:
-    """:func:`kv_cache_bytes` for a config (sliding-window layers keep at most the window)."""
+    """:func:`kv_cache_bytes` for a config: sliding-window layers keep at most the window, latent
+    attention layers cache ``r + dr`` numbers per token, linear-attention layers nothing that grows
+    (:func:`~llmviz.analysis.kv_frontier.layer_cache_elements`)."""
     _check_config(config)
     check_positive_int(seq_len, "seq_len")
     total = 0
     for i in range(config.n_layers):
         window = config.window_for(i)
         kept = seq_len if window is None else min(seq_len, window)
-        total += kv_cache_bytes(n_layers=1, n_kv_heads=config.n_kv_heads, head_dim=config.head_dim,
-                                seq_len=kept, batch=batch, bytes_per_el=bytes_per_el)
-    return total
+        total += layer_cache_elements(config, i) * kept * batch * bytes_per_el
+    return int(total)
 
 
 _COUNTS = ("blocks", "non_embedding", "total")
