@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import torch
 from torch import nn
 
 from .._checks import check_positive, check_positive_int
@@ -88,6 +89,12 @@ def _t5_params(c: ModelConfig) -> int:
     return tables * c.t5_bias.num_buckets * c.n_heads
 
 
+def _closed_form_covers(c: ModelConfig) -> bool:
+    """Whether :func:`layer_params` describes every block of ``c``; if not, count a meta model."""
+    return (c.n_experts is None and c.attn_kind == "standard" and not c.linear_layers
+            and not c.attn_sinks and not c.attn_output_gate)
+
+
 def _from_config(c: ModelConfig) -> dict[str, Any]:
     per = layer_params(c)
     by = {
@@ -137,8 +144,13 @@ def count_parameters(model_or_config: nn.Module | ModelConfig) -> dict[str, Any]
         (list, one entry per block), "by_component" ({embedding, position, attention, ffn,
         norms, lm_head})}``. Tied embedding/lm_head weights count once (under ``embedding``).
     """
-    if isinstance(model_or_config, ModelConfig):
+    if isinstance(model_or_config, ModelConfig) and _closed_form_covers(model_or_config):
         out = _from_config(model_or_config)
+    elif isinstance(model_or_config, ModelConfig):  # experts, latent attention, linear layers...
+        from ..model.lm import DecoderLM  # the model package is not imported at module load
+
+        with torch.device("meta"):  # shapes only: nothing allocated
+            out = _from_model(DecoderLM(model_or_config))
     elif isinstance(model_or_config, nn.Module):
         out = _from_model(model_or_config)
     else:

@@ -70,3 +70,20 @@ def test_bad_input_names_the_fix():
         layer_cache_elements({"n_layers": 2}, 0)
     with pytest.raises(ValueError, match="layer_idx"):
         layer_cache_elements(CONFIGS["mha"], 4)
+
+
+@pytest.mark.parametrize("name", ["mla", "hybrid"])
+def test_config_parameter_counts_cover_latent_and_linear_layers(name):
+    """A config's count equals the built model's, also where the closed form does not apply."""
+    from llmviz.analysis import count_parameters
+
+    config = CONFIGS[name]
+    assert count_parameters(config) == count_parameters(DecoderLM(config))
+
+
+def test_config_parameter_counts_cover_experts_sinks_and_gates():
+    from llmviz.analysis import count_parameters
+
+    for extra in (dict(n_experts=4, experts_top_k=2), dict(attn_sinks=True), dict(attn_output_gate=True)):
+        config = ModelConfig(**BASE, **extra)
+        assert count_parameters(config) == count_parameters(DecoderLM(config)), extra
