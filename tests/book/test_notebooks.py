@@ -27,7 +27,7 @@ EXPECTED = [
     "05_absolute_position", "06_relative_position", "07_rope", "08_alibi",
     "09_length_extrapolation", "10_normalisation", "11_residual_and_norm_placement",
     "12_feed_forward", "13_depth_vs_width", "14_architecture_zoo", "15_small_llama",
-    "16_mixture_of_experts", "17_latent_attention", "18_windows_sinks",
+    "16_mixture_of_experts", "17_latent_attention", "18_windows_sinks", "19_linear_attention",
 ]
 
 

@@ -1,0 +1,196 @@
+"""Multi-query associative recall, and the token mixers compared on it.
+
+The task (Arora et al., 2023, "Zoology"): a sequence of key-value pairs, then some of the keys
+again; after each repeated key the model must produce the value that key was paired with::
+
+    k3 v7 k0 v2 k5 v1 | k0 v2 k3 v7
+
+Keys and values come from disjoint parts of the vocabulary (keys ``0 .. n_keys - 1``, values
+``n_keys .. n_keys + n_values - 1``), keys are distinct within a sequence, and the loss (the
+mask) counts only the positions whose target is a queried value. Guessing scores
+``1 / n_values``.
+
+:func:`recall_model` builds the same small decoder with one of four token mixers, so that the
+comparison changes the mixer and nothing else: ``"softmax"`` attention in every layer,
+``"linear"`` attention (the Gated DeltaNet layer with the delta rule and the gate taken out,
+:class:`PlainLinearAttention`), ``"deltanet"`` (Gated DeltaNet in every layer) and
+``"hybrid"`` (Gated DeltaNet layers with softmax attention in every ``ratio + 1``-th layer).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from .._checks import check_positive_int
+from ..attention.deltanet import GatedDeltaNet
+from ..attention.linear import l2_normalize, linear_attention
+from .data import Task
+
+__all__ = ["multi_query_recall", "recall_accuracy", "PlainLinearAttention", "recall_model",
+           "hybrid_layers", "init_gate_step", "MIXER_VARIANTS"]
+
+#: The variants :func:`recall_model` builds.
+MIXER_VARIANTS = ("softmax", "linear", "deltanet", "hybrid")
+
+
+def multi_query_recall(
+    *,
+    batch_size: int,
+    n_pairs: int,
+    n_queries: int | None = None,
+    n_keys: int = 16,
+    n_values: int = 16,
+    generator: torch.Generator | None = None,
+    device: torch.device | str | None = None,
+) -> Task:
+    """A batch of multi-query associative recall (see the module text).
+
+    Args:
+        n_pairs: key-value pairs stated first (distinct keys), at most ``n_keys``.
+        n_queries: keys asked again afterwards, distinct, at most ``n_pairs`` (None: all of them,
+            in a shuffled order).
+
+    Returns:
+        A :class:`Task` of length ``T = 2 * (n_pairs + n_queries) - 1``, vocabulary size
+        ``n_keys + n_values``; the mask marks the ``n_queries`` value targets.
+    """
+    check_positive_int(batch_size, "batch_size")
+    check_positive_int(n_pairs, "n_pairs")
+    check_positive_int(n_keys, "n_keys")
+    check_positive_int(n_values, "n_values")
+    n_queries = n_pairs if n_queries is None else check_positive_int(n_queries, "n_queries")
+    if n_pairs > n_keys:
+        raise ValueError(f"n_pairs={n_pairs} distinct keys need n_keys >= {n_pairs}, got "
+                         f"n_keys={n_keys}; raise n_keys or lower n_pairs")
+    if n_queries > n_pairs:
+        raise ValueError(f"n_queries={n_queries} distinct queries need n_pairs >= {n_queries}, "
+                         f"got n_pairs={n_pairs}")
+    keys = torch.rand(batch_size, n_keys, generator=generator).argsort(-1)[:, :n_pairs]
+    values = n_keys + torch.randint(0, n_values, (batch_size, n_pairs), generator=generator)
+    pick = torch.rand(batch_size, n_pairs, generator=generator).argsort(-1)[:, :n_queries]
+    rows = torch.arange(batch_size)[:, None]
+    pairs = torch.stack([keys, values], 2).reshape(batch_size, 2 * n_pairs)
+    asked = torch.stack([keys[rows, pick], values[rows, pick]], 2).reshape(batch_size, 2 * n_queries)
+    full = torch.cat([pairs, asked], 1)  # (B, 2P + 2Q)
+    mask = torch.zeros(batch_size, full.shape[1] - 1, dtype=torch.bool)
+    mask[:, 2 * n_pairs::2] = True  # input: a queried key; target: its value
+    return Task(full[:, :-1].to(device), full[:, 1:].to(device), mask.to(device))
+
+
+@torch.no_grad()
+def recall_accuracy(model: torch.nn.Module, task: Task, *, per_sequence: bool = False) -> Tensor:
+    """Share of masked positions where the model's top token is the target.
+
+    ``per_sequence=True``: one accuracy per sequence ``(B,)`` (for paired comparisons);
+    otherwise a scalar tensor.
+    """
+    was = model.training
+    model.eval()
+    out = model(task.inputs)
+    model.train(was)
+    logits = out.logits if hasattr(out, "logits") else out
+    hit = (logits.argmax(-1) == task.targets) & task.mask
+    if per_sequence:
+        return hit.sum(1).float() / task.mask.sum(1).clamp_min(1).float()
+    return hit.sum().float() / task.mask.sum().clamp_min(1).float()
+
+
+class PlainLinearAttention(GatedDeltaNet):
+    """Gated DeltaNet with the delta rule and the gate taken out: plain causal linear attention.
+
+    Same projections, short convolution, unit q and k, output norm and output gate (and so the
+    same parameter count; ``a_proj``, ``b_proj``, ``A_log`` and ``dt_bias`` are kept but unused),
+    but the state update is ``S_t = S_{t-1} + k_t v_t^T``: every write adds, nothing is forgotten
+    or corrected. Built from a :class:`GatedDeltaNet` with :meth:`from_deltanet`.
+    """
+
+    @classmethod
+    def from_deltanet(cls, layer: GatedDeltaNet) -> "PlainLinearAttention":
+        new = cls(layer.d_model, layer.n_v_heads, layer.d_head_k, layer.d_head_v,
+                  n_k_heads=layer.n_k_heads, conv_kernel=layer.conv_kernel, eps=layer.eps,
+                  chunk_size=layer.chunk_size)
+        new.load_state_dict(layer.state_dict())
+        return new.to(layer.o_proj.weight.device, layer.o_proj.weight.dtype)
+
+    def forward(self, x: Tensor, state=None, return_state: bool = False):
+        if state is not None or return_state:
+            raise ValueError("PlainLinearAttention is for training and scoring whole sequences: "
+                             "call it with state=None, return_state=False")
+        B, T, _ = x.shape
+        Hk, Hv, Dk, Dv = self.n_k_heads, self.n_v_heads, self.d_head_k, self.d_head_v
+        mixed = torch.cat([self.q_proj(x), self.k_proj(x), self.v_proj(x)], -1).transpose(1, 2)
+        padded = F.pad(mixed, (self.conv_kernel - 1, 0))
+        mixed = F.silu(F.conv1d(padded, self.conv.weight, groups=self.conv_dim))
+        q, k, v = mixed.transpose(1, 2).split([Hk * Dk, Hk * Dk, Hv * Dv], -1)
+        q = q.reshape(B, T, Hk, Dk).transpose(1, 2)
+        k = k.reshape(B, T, Hk, Dk).transpose(1, 2)
+        v = v.reshape(B, T, Hv, Dv).transpose(1, 2)
+        if Hv != Hk:
+            q, k = (t.repeat_interleave(Hv // Hk, dim=1) for t in (q, k))
+        out, _ = linear_attention(l2_normalize(q), l2_normalize(k), v, chunk_size=self.chunk_size)
+        out = out.transpose(1, 2)
+        out = out * torch.rsqrt(out.pow(2).mean(-1, keepdim=True) + self.eps) * self.norm_weight
+        z = self.z_proj(x).reshape(B, T, Hv, Dv)
+        return self.o_proj((out * F.silu(z)).reshape(B, T, Hv * Dv))
+
+
+def init_gate_step(layer: GatedDeltaNet, low: float = 1e-3, high: float = 1e-1) -> None:
+    """Draw the forget gate's step bias as Mamba and the Gated DeltaNet authors' code do.
+
+    The gate is ``log a = -exp(A_log) * softplus(a_proj x + dt_bias)``. Hugging Face's
+    Qwen3-Next starts ``dt_bias`` at 1 (its weights are always loaded over it), which with
+    ``A = exp(A_log)`` up to 16 forgets most of the state within a few tokens. Trained from
+    scratch, the step ``softplus(dt_bias)`` is drawn log-uniformly in ``[low, high]`` per head,
+    so the state starts out long-lived.
+    """
+    if not 0 < low <= high:
+        raise ValueError(f"need 0 < low <= high for the gate step, got low={low}, high={high}")
+    with torch.no_grad():
+        u = torch.rand(layer.dt_bias.shape, device=layer.dt_bias.device)
+        dt = torch.exp(u * (math.log(high) - math.log(low)) + math.log(low))
+        layer.dt_bias.copy_(dt + torch.log(-torch.expm1(-dt)))  # softplus(dt_bias) == dt
+
+
+def hybrid_layers(n_layers: int, ratio: int) -> tuple[int, ...]:
+    """Indices of the linear layers when every ``ratio + 1``-th layer is softmax attention.
+
+    ``ratio`` linear layers per softmax layer, softmax last in each group (Qwen3-Next: ratio 3,
+    layers 0, 1, 2 linear and 3 softmax). ``hybrid_layers(2, 1) == (0,)``.
+    """
+    check_positive_int(n_layers, "n_layers")
+    check_positive_int(ratio, "ratio")
+    return tuple(i for i in range(n_layers) if (i + 1) % (ratio + 1) != 0)
+
+
+def recall_model(variant: str, *, vocab_size: int, d_model: int = 64, n_layers: int = 2,
+                 n_heads: int = 4, max_seq_len: int = 64, ratio: int = 1, **config):
+    """A :class:`~llmviz.model.lm.DecoderLM` whose token mixers are ``variant``.
+
+    ``variant`` is one of :data:`MIXER_VARIANTS`; ``ratio`` (hybrid only) is linear layers per
+    softmax layer. Extra keyword arguments go to :class:`~llmviz.model.config.ModelConfig`.
+    Build under ``torch.manual_seed`` to fix the initial weights.
+    """
+    from ..model.config import ModelConfig
+    from ..model.lm import DecoderLM
+
+    if variant not in MIXER_VARIANTS:
+        raise ValueError(f"variant={variant!r} is not one of {MIXER_VARIANTS}")
+    linear = {"softmax": None, "linear": tuple(range(n_layers)),
+              "deltanet": tuple(range(n_layers)), "hybrid": hybrid_layers(n_layers, ratio)}[variant]
+    if variant == "hybrid" and not linear:
+        raise ValueError(f"ratio={ratio} leaves no linear layer in {n_layers} layers")
+    cfg = ModelConfig(vocab_size=vocab_size, d_model=d_model, n_layers=n_layers, n_heads=n_heads,
+                      max_seq_len=max_seq_len, linear_layers=linear, **config)
+    model = DecoderLM(cfg)
+    for module in model.modules():
+        if isinstance(module, GatedDeltaNet):
+            init_gate_step(module)
+    if variant == "linear":
+        for module in list(model.modules()):
+            if getattr(module, "linear_attn", None) is not None:
+                module.linear_attn = PlainLinearAttention.from_deltanet(module.linear_attn)
+    return model
