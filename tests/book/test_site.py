@@ -15,7 +15,8 @@ For every page of the table of contents:
   colours (``_static/llmviz-theme.js``).
 
 The book is built once per test session (``jupyter-book build . -W --keep-going`` into
-``_build/``; with pytest-xdist the workers share one build through a lock file). Set
+``_build/``, by ``tests/book/site_build.py``; under ``pytest -n 2`` the controller builds it before
+the workers start, so the build has the machine to itself, and the workers find it built). Set
 ``LLMVIZ_SITE_PREBUILT=1`` to test the ``_build/html`` that is already there. A screenshot of
 every failing page goes to ``site-shots/``. Page weights and the site's size are written to
 ``_build/site_report.json`` and printed (``pytest -s -n0 tests/test_site.py -k weights``).
@@ -23,31 +24,27 @@ every failing page goes to ``site-shots/``. Page weights and the site's size are
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import http.server
 import json
 import os
-import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-BUILD = ROOT / "_build"
-HTML = BUILD / "html"
 SHOTS = ROOT / "site-shots"
 CHROMIUM = os.environ.get("LLMVIZ_CHROMIUM", "/usr/bin/chromium")
 #: Page load limit; generous because the tests share 2 cores with the rest of the suite.
 LOAD_TIMEOUT_MS = 120_000
-BUILD_TIMEOUT_S = 1800
 
 sys.path.insert(0, str(ROOT / "tools"))
 from sync_notebooks import toc_files  # noqa: E402
+
+from tests.book.site_build import BUILD, HTML, BookBuildError, build_book  # noqa: E402
 
 pytestmark = [pytest.mark.site]
 try:  # with `pytest -n 2 --dist loadgroup` every site test runs on one worker (one build, one
@@ -78,10 +75,6 @@ CHROMIUM_ARGS = [
 
 
 # ----------------------------------------------------------------------------- build + serve
-def _build_log_tail(text: str, n: int = 120) -> str:
-    return "\n".join(text.splitlines()[-n:])
-
-
 @pytest.fixture(scope="session")
 def site(tmp_path_factory) -> Path:
     """``_build/html``, built once per test run (shared by xdist workers through a lock)."""
@@ -89,33 +82,11 @@ def site(tmp_path_factory) -> Path:
         if not (HTML / "book" / "intro.html").is_file():
             pytest.fail(f"LLMVIZ_SITE_PREBUILT is set but {HTML} holds no built book")
         return HTML
-    BUILD.mkdir(exist_ok=True)
     run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"solo-{os.getpid()}"
-    stamp = BUILD / ".site_build_stamp"
-    with open(BUILD / ".site_build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # the other worker waits here while one builds
-        try:
-            if stamp.exists() and stamp.read_text().strip() == run_id:
-                return HTML
-            start = time.perf_counter()
-            proc = subprocess.run(
-                [sys.executable, "-c", "from jupyter_book.cli.main import main; main()",
-                 "build", ".", "-W", "--keep-going"],
-                cwd=ROOT, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S,
-            )
-            log = proc.stdout + proc.stderr
-            (BUILD / "site_build.log").write_text(log)
-            if proc.returncode != 0:
-                pytest.fail(
-                    f"jupyter-book build . -W --keep-going failed (exit {proc.returncode}); "
-                    f"full log in {BUILD / 'site_build.log'}; last lines:\n{_build_log_tail(log)}",
-                    pytrace=False,
-                )
-            (BUILD / "site_build_seconds.txt").write_text(f"{time.perf_counter() - start:.1f}\n")
-            stamp.write_text(run_id)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-    return HTML
+    try:
+        return build_book(run_id)
+    except BookBuildError as err:
+        pytest.fail(str(err), pytrace=False)
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
