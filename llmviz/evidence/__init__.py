@@ -21,13 +21,14 @@ A chapter's experiment, end to end::
     claim                   # the box; the book's claims page lists it
 """
 
-from .claims import CHAPTER_ENV, CLAIMS_DIR_ENV, Claim, claims_file, glue_number
+from .claims import CHAPTER_ENV, CLAIMS_DIR_ENV, Claim, claims_file, glue_number, glue_text
 from .seeds import Runs, run_seeds
 from .stats import (
     Estimate,
     paired,
     paired_bootstrap,
     paired_ratio,
+    proportion,
     summarize,
     t_quantile,
 )
@@ -44,6 +45,8 @@ __all__ = [
     "Runs",
     "Claim",
     "glue_number",
+    "glue_text",
+    "proportion",
     "decide",
     "HOLDS",
     "FAILS",

@@ -31,7 +31,7 @@ from ..runtime import run_size
 from .stats import Estimate
 from .verdict import FAILS, HOLDS, Direction, decide
 
-__all__ = ["Claim", "glue_number", "CLAIMS_DIR_ENV", "CHAPTER_ENV", "claims_file"]
+__all__ = ["Claim", "glue_number", "glue_text", "CLAIMS_DIR_ENV", "CHAPTER_ENV", "claims_file"]
 
 #: Directory the claim records go to (the book build sets it).
 CLAIMS_DIR_ENV = "LLMVIZ_CLAIMS_DIR"
@@ -132,6 +132,21 @@ def glue_number(name: str, value: float, fmt: str = ".3g") -> str:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"value must be a number, got {type(value).__name__} {value!r:.60}")
     text = format(value, fmt)
+    _glue(name, text)
+    return text
+
+
+def glue_text(name: str, text: str) -> str:
+    """Glue ``text`` (a number already formatted, or a phrase chosen by code from the data, such
+    as "more than" / "fewer than") under ``name`` for ``{glue:text}`name``` in the prose.
+
+    Returns the text. Outside a kernel with myst-nb it only returns it.
+    """
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][\w.-]*", name):
+        raise ValueError(f"glue name must be an identifier-like str, got {name!r}")
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__} {text!r:.60}; "
+                        "use glue_number for numbers")
     _glue(name, text)
     return text
 

@@ -12,6 +12,8 @@ interval (see :mod:`llmviz.evidence.claims`). The intervals here are:
 * :func:`paired_ratio`: the geometric mean of ``a_i / b_i`` (the mean of the log-ratios,
   exponentiated), with the t interval of the log-ratios exponentiated. Right for quantities
   that compare by ratio: perplexities, timings.
+* :func:`proportion`: k of n as a share, with the Wilson score interval (right for small n and
+  for shares near 0 or 1, where ``p ± z·sqrt(p(1-p)/n)`` collapses or leaves [0, 1]).
 * :func:`paired_bootstrap`: the mean difference of two variants' per-target losses (same
   targets, shape (N,)) with a percentile bootstrap interval that resamples targets.
 
@@ -37,6 +39,7 @@ __all__ = [
     "paired",
     "paired_ratio",
     "paired_bootstrap",
+    "proportion",
 ]
 
 Kind = Literal["mean", "difference", "ratio", "exact"]
@@ -300,3 +303,27 @@ def paired_bootstrap(
         mean=float(diff.mean()), std=float(diff.std()), n=n, low=float(low), high=float(high),
         level=level, kind="difference",
     )
+
+
+def proportion(k: int, n: int, *, level: float = 0.95) -> Estimate:
+    """The share ``k / n`` of n counted cases (models in a table, tokens dropped), with the
+    Wilson score interval at ``level``. ``std`` is the binomial ``sqrt(p (1 - p) / n)``.
+
+    Raises:
+        TypeError: ``k`` or ``n`` is not an int.
+        ValueError: ``n < 1`` or ``k`` outside ``[0, n]``.
+    """
+    import statistics
+
+    check_positive_int(n, "n")
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise TypeError(f"k must be an int count, got {type(k).__name__} {k!r}")
+    if not 0 <= k <= n:
+        raise ValueError(f"k must lie in [0, n] = [0, {n}], got k={k}")
+    _check_level(level)
+    z = statistics.NormalDist().inv_cdf(0.5 + level / 2)
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return Estimate(mean=p, std=math.sqrt(p * (1 - p) / n), n=n, low=max(0.0, centre - half),
+                    high=min(1.0, centre + half), level=level, kind="mean")

@@ -284,3 +284,39 @@ def test_run_seeds_runs_serially_once_cuda_is_initialised():
     runs = run_seeds(lambda s: {"v": torch.full((1,), float(s), device="cuda").sum()}, range(3))
     assert not runs.parallel
     assert runs.values("v") == [0.0, 1.0, 2.0]
+
+
+def test_proportion_is_the_wilson_interval():
+    from llmviz.evidence import proportion
+
+    est = proportion(3, 10)
+    assert est.mean == pytest.approx(0.3)
+    # Wilson 95% for 3 of 10, from the closed form evaluated by hand: [0.1078, 0.6032]
+    assert (est.low, est.high) == (pytest.approx(0.1078, abs=1e-4), pytest.approx(0.6032, abs=1e-4))
+    none, every = proportion(0, 5), proportion(5, 5)
+    assert none.low == 0.0 and 0 < none.high < 0.5  # never collapses to [0, 0]
+    assert every.high == 1.0 and 0.5 < every.low < 1
+    wide, narrow = proportion(5, 10), proportion(500, 1000)
+    assert (wide.high - wide.low) > 5 * (narrow.high - narrow.low)
+    assert proportion(3, 10, level=0.5).high < est.high
+
+
+@pytest.mark.parametrize(("k", "n", "err", "match"), [
+    (3, 0, ValueError, "n"), (11, 10, ValueError, r"\[0, 10\]"), (-1, 10, ValueError, "k must"),
+    (2.0, 10, TypeError, "int count"), (True, 10, TypeError, "int count"),
+])
+def test_proportion_bad_input(k, n, err, match):
+    from llmviz.evidence import proportion
+
+    with pytest.raises(err, match=match):
+        proportion(k, n)
+
+
+def test_glue_text_returns_text_and_checks_input():
+    from llmviz.evidence import glue_text
+
+    assert glue_text("ch00_phrase", "more than") == "more than"
+    with pytest.raises(TypeError, match="glue_number"):
+        glue_text("ch00_phrase", 0.5)
+    with pytest.raises(ValueError, match="identifier-like"):
+        glue_text("not a name", "x")
