@@ -88,6 +88,11 @@ def recall_accuracy(model: torch.nn.Module, task: Task, *, per_sequence: bool = 
     ``per_sequence=True``: one accuracy per sequence ``(B,)`` (for paired comparisons);
     otherwise a scalar tensor.
     """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not isinstance(task, Task):
+        raise TypeError(f"task must be a Task (inputs, targets, mask), got {type(task).__name__}; "
+                        "build one with multi_query_recall")
     was = model.training
     model.eval()
     out = model(task.inputs)
@@ -147,6 +152,8 @@ def init_gate_step(layer: GatedDeltaNet, low: float = 1e-3, high: float = 1e-1) 
     scratch, the step ``softplus(dt_bias)`` is drawn log-uniformly in ``[low, high]`` per head,
     so the state starts out long-lived.
     """
+    if not isinstance(layer, GatedDeltaNet):
+        raise TypeError(f"layer must be a GatedDeltaNet (it owns dt_bias), got {type(layer).__name__}")
     if not 0 < low <= high:
         raise ValueError(f"need 0 < low <= high for the gate step, got low={low}, high={high}")
     with torch.no_grad():

@@ -105,3 +105,19 @@ def test_perfect_model_scores_one_and_a_wrong_one_zero():
 
     assert float(recall_accuracy(Oracle(0), t)) == 1.0
     assert float(recall_accuracy(Oracle(1), t)) == 0.0
+
+
+def test_init_gate_step_refuses_a_layer_without_a_gate():
+    from llmviz.training.recall import init_gate_step
+
+    with pytest.raises(TypeError, match="GatedDeltaNet"):
+        init_gate_step(torch.nn.Linear(2, 2))
+
+
+def test_recall_accuracy_names_bad_arguments():
+    from llmviz.training.recall import recall_accuracy
+
+    with pytest.raises(TypeError, match="torch.nn.Module"):
+        recall_accuracy(torch.zeros(2), None)
+    with pytest.raises(TypeError, match="multi_query_recall"):
+        recall_accuracy(torch.nn.Linear(2, 2), (torch.zeros(1),))
