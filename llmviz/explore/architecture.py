@@ -172,7 +172,8 @@ def sampling_explorer(
     )
 
 
-_ZOO_COLUMNS = ("norm", "placement", "position", "activation", "attention")
+_ZOO_COLUMNS = ("norm", "placement", "position", "activation", "kv_kind", "ffn_kind", "layer_mix",
+                "qk_norm")
 
 
 def zoo_frame(column: str = "norm", year: int = 2023) -> Frame:
@@ -180,8 +181,7 @@ def zoo_frame(column: str = "norm", year: int = 2023) -> Frame:
     from ..model.zoo import zoo_table
 
     df = zoo_table()
-    values = df[column].astype(str).str.split(",").str[0]  # "GQA + sliding window" -> kind
-    values = values.str.split(" ").str[0] if column == "attention" else values
+    values = df[column].astype(str)
     cats = sorted(values.unique(), key=lambda v: -int((values == v).sum()))
     upto = [int(((values == v) & (df["year"] <= year)).sum()) for v in cats]
     this = [int(((values == v) & (df["year"] == year)).sum()) for v in cats]

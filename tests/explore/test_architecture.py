@@ -95,3 +95,18 @@ def test_sampling_frame_shows_top_tokens_but_filters_all():
     assert len(f.traces[0].x) == 10
     kept = int(f.layout["title.text"].split(" of ")[0])
     assert kept > 10  # counted over the whole vocabulary
+
+
+def test_zoo_explorer_counts_the_2025_columns():
+    from llmviz.explore.architecture import zoo_explorer, zoo_frame
+    from llmviz.model.zoo import ZOO
+
+    last = max(e.year for e in ZOO)
+    moe = dict(zip(*(zoo_frame(column="ffn_kind", year=last).traces[0][k] for k in ("x", "y"))))
+    assert moe["MoE"] == sum(e.experts is not None for e in ZOO)
+    kv = dict(zip(*(zoo_frame(column="kv_kind", year=last).traces[0][k] for k in ("x", "y"))))
+    assert kv["MLA"] == sum(e.latent_kv_rank is not None for e in ZOO)
+    assert dict(zip(*(zoo_frame(column="ffn_kind", year=2022).traces[0][k] for k in ("x", "y")))) \
+        == {"dense": sum(e.year <= 2022 for e in ZOO), "MoE": 0}
+    columns = next(c for c in zoo_explorer().controls if c.name == "column").values
+    assert {"ffn_kind", "kv_kind", "layer_mix", "qk_norm"} <= set(columns)

@@ -103,3 +103,101 @@ def test_unknown_block_layout_is_refused():
     with pytest.raises(ValueError, match="block 'parallel' of 'X' must be one of"):
         _e("X", 2020, "RMSNorm", "parallel", "pre", "RoPE", "SwiGLU", (), 1.0,
            2, 8, 2, 2, "nowhere in particular")
+
+
+# ----------------------------------------------------------------------------- the 2025-26 block
+def _hf_defaults():
+    """Rows whose facts a transformers config class holds as its defaults (no download)."""
+    transformers = pytest.importorskip("transformers")
+    return {
+        "DeepSeek-V3 (671B)": transformers.DeepseekV3Config(),
+        "Llama 4 Scout (17B-16E)": transformers.Llama4TextConfig(),
+        "SmolLM3 (3B)": transformers.SmolLM3Config(),
+        "gpt-oss (120B)": transformers.GptOssConfig(),
+        "Qwen3-Next (80B-A3B)": transformers.Qwen3NextConfig(),
+        "OLMo 3 (7B)": transformers.Olmo3Config(),
+        "Mixtral (8x7B)": transformers.MixtralConfig(),
+        "Mistral (7B)": transformers.MistralConfig(),
+    }
+
+
+def _ratio(layer_types, local, other):
+    """(local, other) layers per repeat of a config's ``layer_types``."""
+    n_local = sum(t == local for t in layer_types)
+    n_other = sum(t == other for t in layer_types)
+    assert n_local + n_other == len(layer_types)
+    g = __import__("math").gcd(n_local, n_other)
+    return (n_local // g, n_other // g)
+
+
+@pytest.mark.parametrize("name", ["DeepSeek-V3 (671B)", "Llama 4 Scout (17B-16E)", "SmolLM3 (3B)",
+                                  "gpt-oss (120B)", "Qwen3-Next (80B-A3B)", "OLMo 3 (7B)",
+                                  "Mixtral (8x7B)", "Mistral (7B)"])
+def test_new_columns_agree_with_the_config_they_cite(name):
+    c = _hf_defaults()[name]
+    e = next(e for e in ZOO if e.name == name)
+    if not name.startswith("Mi"):  # Mistral and Mixtral cite their papers; the rest, this class
+        assert type(c).__name__ in e.source
+    assert (e.n_layers, e.d_model, e.n_heads) == (c.num_hidden_layers, c.hidden_size, c.num_attention_heads)
+    if e.latent_kv_rank is None:
+        assert e.n_kv_heads == c.num_key_value_heads
+    else:
+        assert e.latent_kv_rank == c.kv_lora_rank and e.n_kv_heads is None
+    routed = getattr(c, "n_routed_experts", None) or getattr(c, "num_local_experts", None) \
+        or getattr(c, "num_experts", None)
+    assert e.experts == routed
+    if routed:
+        assert e.experts_active == c.num_experts_per_tok
+    shared = getattr(c, "n_shared_experts", None) or (1 if getattr(c, "shared_expert_intermediate_size", 0) else 0)
+    if c.model_type == "llama4_text":
+        shared = 1  # Llama4TextMoe always adds one shared expert
+    assert e.shared_experts == shared
+    assert e.mtp == getattr(c, "num_nextn_predict_layers", e.mtp)  # Qwen3-Next's MTP is in its release notes
+    types = getattr(c, "layer_types", None) or []
+    if "linear_attention" in types:
+        assert e.linear_softmax == _ratio(types, "linear_attention", "full_attention")
+    elif "sliding_attention" in types or "chunked_attention" in types:
+        local = "chunked_attention" if "chunked_attention" in types else "sliding_attention"
+        assert e.local_global == _ratio(types, local, "full_attention")
+        assert e.window == (c.attention_chunk_size if local == "chunked_attention" else c.sliding_window)
+    elif getattr(c, "sliding_window", None):  # Mistral: every layer slides
+        assert e.local_global == (1, 0) and e.window == c.sliding_window
+    else:
+        assert e.local_global is None
+    assert e.nope_every == getattr(c, "no_rope_layer_interval", None)
+    assert e.sinks == (c.model_type == "gpt_oss")
+
+
+def test_published_totals_match_anatomy_where_it_reads_the_family():
+    from llmviz.hf import anatomy
+
+    for name in ("DeepSeek-V3 (671B)", "SmolLM3 (3B)", "gpt-oss (120B)", "Qwen3-Next (80B-A3B)",
+                 "Mixtral (8x7B)"):
+        e = next(e for e in ZOO if e.name == name)
+        total = anatomy(_hf_defaults()[name]).total_params / 1e9
+        assert total == pytest.approx(e.params_b, rel=0.01), name
+
+
+def test_derived_columns():
+    df = zoo_table()
+    assert set(df["ffn_kind"]) == {"dense", "MoE"}
+    assert set(df["kv_kind"]) == {"MHA", "GQA", "MQA", "MLA"}
+    assert set(df["layer_mix"]) == {"all global", "all local", "local + global", "linear + softmax"}
+    moe = df[df["ffn_kind"] == "MoE"]
+    assert (moe["active_params_b"] < moe["params_b"]).all()
+    assert (moe["experts_active"] < moe["experts"]).all()
+    assert df.loc[df["ffn_kind"] == "dense", "active_params_b"].isna().all()
+    assert _row(df, "DeepSeek-V3 (671B)")["moe"] == "8 of 256 + 1 shared"
+    assert _row(df, "Gemma 3 (27B)")["pattern"] == "5 local (1024) : 1 global"
+    assert _row(df, "Llama 4 Scout (17B-16E)")["pattern"].endswith("NoPE every 4")
+    assert _row(df, "Qwen3-Next (80B-A3B)")["linear_softmax"] == "3:1"
+    assert _row(df, "OLMo 2 (7B)")["qk_norm"] == "yes" and _row(df, "Llama 2 (7B)")["qk_norm"] == "no"
+    assert set(df.loc[df["sinks"], "name"]) == {"gpt-oss (120B)"}
+    assert set(df.loc[df["output_gate"], "name"]) == {"Qwen3-Next (80B-A3B)"}
+    assert set(df.loc[df["mtp"] > 0, "name"]) == {"DeepSeek-V3 (671B)", "Qwen3-Next (80B-A3B)"}
+
+
+def test_experts_without_top_k_are_refused():
+    with pytest.raises(ValueError, match="give experts and experts_active together"):
+        _e("X", 2025, "RMSNorm", SERIAL, "pre", "RoPE", "SwiGLU", (), 1.0, 2, 8, 2, 2,
+           "nowhere in particular", experts=8)
