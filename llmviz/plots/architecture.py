@@ -203,6 +203,13 @@ def plot_aspect_ratios(df=None, *, ax=None, annotate: bool = True):
     return ax
 
 
+#: Panel titles for the zoo's derived columns (others are titled by their column name).
+_ADOPTION_TITLES = {"ffn_kind": "feed-forward: dense or mixture of experts",
+                    "kv_kind": "keys and values: MHA, GQA, MQA or latent (MLA)",
+                    "layer_mix": "layers: global, local, linear",
+                    "qk_norm": "QK-norm"}
+
+
 def plot_adoption(df=None, *, column: str = "norm", ax=None, top: int = 4):
     """Stacked bars of how many models per year used each value of ``column`` (e.g. ``norm``,
     ``position``, ``activation``, ``placement``); rarer values are pooled as "other"."""
@@ -226,7 +233,8 @@ def plot_adoption(df=None, *, column: str = "norm", ax=None, top: int = 4):
         bottom += counts[v].to_numpy()
     ax.set_xlabel("year")
     ax.set_ylabel("models in the table")
-    ax.set_title(column)
+    ax.set_ylim(0, bottom.max() * 1.12)  # headroom: the tallest stack is never cut at the frame
+    ax.set_title(_ADOPTION_TITLES.get(column, column))
     ax.legend(frameon=False, fontsize=7)
     return ax
 

@@ -113,6 +113,17 @@ def test_plot_adoption_grid_every_model():
         plot_adoption(df, column="colour")
 
 
+def test_adoption_of_the_2025_columns_has_headroom_and_titles():
+    df = zoo_table()
+    ax = plot_adoption(df, column="ffn_kind")
+    tallest = df.groupby("year").size().max()
+    assert ax.get_ylim()[1] > tallest  # the tallest stack is not cut by the frame
+    assert "mixture of experts" in ax.get_title()
+    moe = sum(p.get_height() for p in ax.patches if p.get_label() == "MoE" or
+              p.get_facecolor() == ax.patches[-1].get_facecolor())
+    assert moe == (df["ffn_kind"] == "MoE").sum()
+
+
 def test_wide_vs_deep_and_errors():
     ax = plot_wide_vs_deep([{"label": "wide", "time_s": [1, 2], "loss": [3, 2]},
                             {"label": "deep", "time_s": [1, 3], "loss": [3, 1.5]}])
