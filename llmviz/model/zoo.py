@@ -245,6 +245,21 @@ ZOO: tuple[ZooEntry, ...] = (
        ("QK-norm",), 7.3, 32, 4096, 32, 32, "OLMo Team 2025 (OLMo 3); HF transformers Olmo3Config "
        "defaults (OLMo 2's block; sliding window 4096 on 3 of every 4 layers)",
        attention="MHA, 3 local (4096) : 1 global", window=4096, local_global=(3, 1)),
+    _e("Qwen3.5 (35B-A3B)", 2026, "RMSNorm", SERIAL, "pre", "RoPE", "SwiGLU", ("QK-norm",), 35.0,
+       40, 2048, 16, 2, "Qwen Team 2026, Qwen3.5 release; HF transformers Qwen3_5MoeTextConfig "
+       "defaults, the language model of Qwen/Qwen3.5-35B-A3B (Qwen3-Next's layout: 3 Gated "
+       "DeltaNet : 1 gated attention; 256 experts, 8 per token, plus a shared one; its "
+       "checkpoints carry mtp.* weights, which transformers skips)",
+       attention="GQA on 1 layer in 4, Gated DeltaNet on the rest",
+       extras=("RoPE on a quarter of each head's dims", "vision encoder (not counted here)"),
+       experts=256, experts_active=8, shared_experts=1, active_params_b=3.0,
+       linear_softmax=(3, 1), output_gate=True, mtp=1),
+    _e("Mistral Small 4 (119B)", 2026, "RMSNorm", SERIAL, "pre", "RoPE", "SwiGLU", (), 119.0,
+       36, 4096, 32, None, "Mistral AI 2026, Mistral Small 4 release; HF transformers "
+       "Mistral4Config defaults, mistralai/Mistral-Small-4-119B-2603 (latent attention with a "
+       "256-wide key/value latent; 128 experts, 4 per token, plus a shared one; active count "
+       "not given there)", attention="MLA (latent 256) + decoupled RoPE key", experts=128,
+       experts_active=4, shared_experts=1, latent_kv_rank=256),
 )
 
 #: Columns :func:`zoo_table` derives from the fields, one per family of choices (for the
