@@ -22,7 +22,7 @@ A chapter's experiment, end to end::
 """
 
 from .claims import CHAPTER_ENV, CLAIMS_DIR_ENV, Claim, claims_file, glue_number, glue_text
-from .seeds import Runs, run_seeds
+from .seeds import Runs, run_grid, run_seeds
 from .stats import (
     Estimate,
     paired,
@@ -42,6 +42,7 @@ __all__ = [
     "paired_bootstrap",
     "t_quantile",
     "run_seeds",
+    "run_grid",
     "Runs",
     "Claim",
     "glue_number",

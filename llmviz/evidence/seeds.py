@@ -15,6 +15,12 @@ single seed. Either way the results come back in the order of ``seeds``, and a s
 same numbers in both modes, on any number of cores, as long as ``fn`` seeds its own generators
 from ``seed``.
 
+:func:`run_grid` runs ``fn(variant, seed)`` for every pair as its own job: three seeds of one
+function leave a core idle while the third runs, but three seeds of five variants are fifteen
+jobs that keep both cores busy. The result is the same :class:`Runs` as a ``run_seeds`` whose
+``fn(seed)`` returned ``{variant: fn(variant, seed)}``, number for number, as long as each
+call seeds its own generators from ``seed`` (it then cannot depend on which job ran before it).
+
 Return what a run measured rather than printing it: in a Jupyter kernel the workers' printed
 lines reach the notebook in pieces.
 """
@@ -33,7 +39,7 @@ from .._checks import check_positive_int
 from ..runtime import threads
 from .stats import Estimate, summarize
 
-__all__ = ["run_seeds", "Runs"]
+__all__ = ["run_seeds", "run_grid", "Runs"]
 
 #: The function the forked workers run (inherited through fork, never pickled).
 _WORK: Callable[[int], Any] | None = None
@@ -204,3 +210,59 @@ def run_seeds(
             raise RuntimeError(f"fn({seed}) failed in a worker process:\n{value}")
         results[seed] = value
     return Runs(results, parallel=True)
+
+
+def run_grid(
+    fn: Callable[[str, int], Mapping[str, Any]],
+    variants: Iterable[str],
+    seeds: Iterable[int],
+    *,
+    processes: int | None = None,
+) -> Runs:
+    """Call ``fn(variant, seed)`` for every variant and seed, one job each, in parallel where
+    possible; returns :class:`Runs` with ``runs[seed][variant]`` = that call's result.
+
+    Same as ``run_seeds(lambda s: {v: fn(v, s) for v in variants}, seeds)`` but spread job by
+    job over the cores, so an odd number of seeds does not leave a core idle. Every call must
+    seed its own generators from ``seed``.
+
+    Raises:
+        TypeError: ``fn`` not callable, a variant not a str, a seed not an int, or a result
+            not a dict of numbers.
+        ValueError: no variants or seeds, or repeated ones.
+        RuntimeError: ``fn`` raised (the message names the variant and seed).
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable as fn(variant, seed), got {type(fn).__name__}")
+    if isinstance(variants, (str, bytes)) or not isinstance(variants, Iterable):
+        raise TypeError(f"variants must be a sequence of str names, e.g. ['mha', 'gqa'], got {variants!r}")
+    variants = list(variants)
+    if not variants:
+        raise ValueError("variants is empty; pass the names of the variants to run")
+    for v in variants:
+        if not isinstance(v, str):
+            raise TypeError(f"every variant must be a str name, got {v!r} ({type(v).__name__})")
+    if len(set(variants)) != len(variants):
+        raise ValueError(f"variants must be distinct, got {variants}")
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Iterable):
+        raise TypeError(f"seeds must be a sequence of ints, e.g. range(3), got {seeds!r}")
+    seeds = list(seeds)
+    jobs = [(v, s) for s in seeds for v in variants]
+
+    def job(k: int) -> Mapping[str, Any]:
+        variant, seed = jobs[k]
+        try:
+            return fn(variant, seed)
+        except Exception as err:  # name the pair, not the job number
+            raise RuntimeError(f"fn({variant!r}, {seed}) failed: {type(err).__name__}: {err}") from err
+
+    if not seeds:
+        raise ValueError("seeds is empty; pass e.g. seeds=range(3) (at least 3 for an interval)")
+    for s in seeds:
+        if isinstance(s, bool) or not isinstance(s, int):
+            raise TypeError(f"every seed must be an int, got {s!r} ({type(s).__name__})")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct, got {seeds}")
+    parts = run_seeds(job, range(len(jobs)), processes=processes)
+    results = {s: {v: parts[k] for k, (v, s2) in enumerate(jobs) if s2 == s} for s in seeds}
+    return Runs(results, parallel=parts.parallel)

@@ -320,3 +320,55 @@ def test_glue_text_returns_text_and_checks_input():
         glue_text("ch00_phrase", 0.5)
     with pytest.raises(ValueError, match="identifier-like"):
         glue_text("not a name", "x")
+
+
+# ----------------------------------------------------------------------------- grid of jobs
+def _variant_run(variant: str, seed: int) -> dict:
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(128, 128, generator=gen)
+    scale = {"mha": 1.0, "gqa": 2.0, "mqa": 3.0}[variant]
+    return {"loss": float((scale * x @ x).abs().mean()), "seed": seed}
+
+
+def test_run_grid_equals_run_seeds_over_variants():
+    from llmviz.evidence import run_grid
+
+    variants, seeds = ["mha", "gqa", "mqa"], [2, 0, 1]
+    grid = run_grid(_variant_run, variants, seeds, processes=2)
+    whole = run_seeds(lambda s: {v: _variant_run(v, s) for v in variants}, seeds, processes=1)
+    assert grid.parallel and grid.seeds == seeds
+    assert dict(grid.items()) == dict(whole.items())  # number for number, in seed order
+    assert list(grid[0]) == variants
+    assert grid.values("gqa", "seed") == [2.0, 0.0, 1.0]
+    serial = run_grid(_variant_run, variants, seeds, processes=1)
+    assert not serial.parallel and dict(serial.items()) == dict(grid.items())
+
+
+@pytest.mark.parametrize(("variants", "seeds", "err", "match"), [
+    ([], [0], ValueError, "variants is empty"),
+    (["a", "a"], [0], ValueError, "distinct"),
+    ("ab", [0], TypeError, "sequence of str"),
+    ([1], [0], TypeError, "str name"),
+    (["a"], [], ValueError, "seeds is empty"),
+    (["a"], [0, 0], ValueError, "distinct"),
+    (["a"], [0.5], TypeError, "int"),
+])
+def test_run_grid_bad_input(variants, seeds, err, match):
+    from llmviz.evidence import run_grid
+
+    with pytest.raises(err, match=match):
+        run_grid(lambda v, s: {"x": 1.0}, variants, seeds)
+
+
+def test_run_grid_names_the_failing_pair():
+    from llmviz.evidence import run_grid
+
+    def boom(variant, seed):
+        if (variant, seed) == ("b", 1):
+            raise ArithmeticError("no good")
+        return {"x": 1.0}
+
+    with pytest.raises(RuntimeError, match=r"fn\('b', 1\) failed: ArithmeticError: no good"):
+        run_grid(boom, ["a", "b"], range(2), processes=2)
+    with pytest.raises(TypeError, match="callable"):
+        run_grid(3, ["a"], [0])
