@@ -17,7 +17,7 @@ from typing import Any
 from .._checks import check_choice, check_positive, check_positive_int
 from ..model.config import ModelConfig
 
-__all__ = ["DESIGNS", "layer_cache_elements", "design_cache_bytes"]
+__all__ = ["DESIGNS", "layer_cache_elements", "design_cache_bytes", "mla_decode_macs"]
 
 #: The designs :func:`design_cache_bytes` knows.
 DESIGNS = ("mha", "gqa", "mqa", "mla", "sliding", "hybrid")
@@ -63,3 +63,31 @@ def design_cache_bytes(
     kept = min(context, window) if design == "sliding" else context
     layers = -(-n_layers // hybrid_every) if design == "hybrid" else n_layers
     return int(per_token * kept * layers * batch * bytes_per_el)
+
+
+def mla_decode_macs(cached: int, *, n_heads: int, latent_rank: int, nope_dim: int, rope_dim: int,
+                    v_dim: int, absorbed: bool) -> int:
+    """Multiply-adds of one multi-head latent attention decoding step over ``cached`` tokens
+    (the new token included), per sequence and layer, leaving out the new token's own
+    projections (queries, latent, output), which both forms share.
+
+    Naive: every step rebuilds each head's keys and values from the ``cached`` latents
+    (``cached * r * H * (dn + dv)``), then scores (``cached * H * (dn + dr)``) and mixes values
+    (``cached * H * dv``). Absorbed: the query is carried into latent space once
+    (``H * dn * r``), scores and mixing run on the latents (``cached * H * (r + dr)`` and
+    ``cached * H * r``), and each head's result leaves latent space once (``H * r * dv``).
+    With ``H, r, dn, dr, dv`` = ``n_heads, latent_rank, nope_dim, rope_dim, v_dim``.
+
+    Raises:
+        TypeError / ValueError: a size that is not a positive int, or ``absorbed`` not a bool.
+    """
+    check_positive_int(cached, "cached")
+    for name, v in (("n_heads", n_heads), ("latent_rank", latent_rank), ("nope_dim", nope_dim),
+                    ("rope_dim", rope_dim), ("v_dim", v_dim)):
+        check_positive_int(v, name)
+    if not isinstance(absorbed, bool):
+        raise TypeError(f"absorbed must be True or False, got {absorbed!r}")
+    S, H, r, dn, dr, dv = cached, n_heads, latent_rank, nope_dim, rope_dim, v_dim
+    if absorbed:
+        return H * dn * r + S * H * (r + dr) + S * H * r + H * r * dv
+    return S * r * H * (dn + dv) + S * H * (dn + dr) + S * H * dv

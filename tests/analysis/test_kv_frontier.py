@@ -72,18 +72,39 @@ def test_bad_input_names_the_fix():
         layer_cache_elements(CONFIGS["mha"], 4)
 
 
-@pytest.mark.parametrize("name", ["mla", "hybrid"])
-def test_config_parameter_counts_cover_latent_and_linear_layers(name):
-    """A config's count equals the built model's, also where the closed form does not apply."""
-    from llmviz.analysis import count_parameters
+# ----------------------------------------------------------------------------- MLA decode cost
+@pytest.mark.parametrize("absorbed", [False, True])
+@pytest.mark.parametrize("S", [7, 40])
+def test_mla_decode_macs_counts_what_the_module_computes(absorbed, S):
+    """Counted by torch's FLOP counter on llmviz's own MLA (2 FLOPs per multiply-add): one
+    decode step = the new token's projections + mla_decode_macs over the S + 1 keys."""
+    from torch.utils.flop_counter import FlopCounterMode
 
-    config = CONFIGS[name]
-    assert count_parameters(config) == count_parameters(DecoderLM(config))
+    from llmviz.analysis.kv_frontier import mla_decode_macs
+    from llmviz.attention.latent import LatentCache, MultiHeadLatentAttention
+
+    H, r, dn, dr, dv, C = 4, 16, 8, 4, 8, 32
+    mla = MultiHeadLatentAttention(C, H, kv_lora_rank=r, qk_nope_head_dim=dn, qk_rope_head_dim=dr,
+                                   v_head_dim=dv).eval()
+    x = torch.randn(1, S + 1, C, generator=torch.Generator().manual_seed(0))
+    cache = LatentCache()
+    with torch.no_grad():
+        mla(x[:, :S], cache=cache, absorbed=absorbed)
+        with FlopCounterMode(display=False) as counter:
+            mla(x[:, S:], cache=cache, absorbed=absorbed)
+    projections = C * H * (dn + dr) + C * (r + dr) + H * dv * C  # q, latent + rope key, output
+    macs = mla_decode_macs(S + 1, n_heads=H, latent_rank=r, nope_dim=dn, rope_dim=dr, v_dim=dv,
+                           absorbed=absorbed)
+    assert counter.get_total_flops() == 2 * (projections + macs)
 
 
-def test_config_parameter_counts_cover_experts_sinks_and_gates():
-    from llmviz.analysis import count_parameters
+def test_mla_decode_macs_bad_input():
+    from llmviz.analysis.kv_frontier import mla_decode_macs
 
-    for extra in (dict(n_experts=4, experts_top_k=2), dict(attn_sinks=True), dict(attn_output_gate=True)):
-        config = ModelConfig(**BASE, **extra)
-        assert count_parameters(config) == count_parameters(DecoderLM(config)), extra
+    dims = dict(n_heads=2, latent_rank=4, nope_dim=2, rope_dim=2, v_dim=2)
+    with pytest.raises(ValueError, match="cached"):
+        mla_decode_macs(0, **dims, absorbed=True)
+    with pytest.raises(ValueError, match="latent_rank"):
+        mla_decode_macs(4, **{**dims, "latent_rank": -1}, absorbed=True)
+    with pytest.raises(TypeError, match="absorbed"):
+        mla_decode_macs(4, **dims, absorbed=1)

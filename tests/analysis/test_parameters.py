@@ -199,3 +199,29 @@ def test_longest_verbatim_match():
         assert longest_verbatim_match(t, c)[0] == brute
     with pytest.raises(TypeError, match="must both be str"):
         longest_verbatim_match(b"x", corpus)
+
+
+# ----------------------------------------------------------------------------- configs past the closed form
+_FRONTIER_BASE = dict(vocab_size=64, d_model=32, n_layers=4, n_heads=4, max_seq_len=64)
+_FRONTIER_CONFIGS = {
+    "mla": ModelConfig(**_FRONTIER_BASE, attn_kind="mla", kv_lora_rank=12, qk_nope_head_dim=8,
+                       qk_rope_head_dim=4, v_head_dim=8),
+    "hybrid": ModelConfig(**_FRONTIER_BASE, n_kv_heads=2, linear_layers=(0, 1, 2)),
+}
+
+
+@pytest.mark.parametrize("name", ["mla", "hybrid"])
+def test_config_parameter_counts_cover_latent_and_linear_layers(name):
+    """A config's count equals the built model's, also where the closed form does not apply."""
+    from llmviz.analysis import count_parameters
+
+    config = _FRONTIER_CONFIGS[name]
+    assert count_parameters(config) == count_parameters(DecoderLM(config))
+
+
+def test_config_parameter_counts_cover_experts_sinks_and_gates():
+    from llmviz.analysis import count_parameters
+
+    for extra in (dict(n_experts=4, experts_top_k=2), dict(attn_sinks=True), dict(attn_output_gate=True)):
+        config = ModelConfig(**_FRONTIER_BASE, **extra)
+        assert count_parameters(config) == count_parameters(DecoderLM(config)), extra
