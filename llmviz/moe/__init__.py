@@ -19,14 +19,14 @@ from . import convert, dispatch, layer, losses, router
 from .convert import HF_MOE_BLOCKS, moe_from_hf
 from .dispatch import DispatchPlan, combine, dense_forward, expert_capacity, plan_dispatch
 from .layer import Experts, MoEInfo, MoELayer, fine_grained
-from .losses import BALANCE_FORMS, expert_fractions, load_balancing_loss, router_z_loss
+from .losses import BALANCE_FORMS, expert_fractions, load_balancing_loss, load_imbalance, router_z_loss
 from .router import SCORE_KINDS, Router, Routing, balance_bias_update, route
 
 __all__ = [
     "route", "Router", "Routing", "SCORE_KINDS", "balance_bias_update",
     "plan_dispatch", "DispatchPlan", "combine", "dense_forward", "expert_capacity",
     "Experts", "MoELayer", "MoEInfo", "fine_grained",
-    "load_balancing_loss", "router_z_loss", "expert_fractions", "BALANCE_FORMS",
+    "load_balancing_loss", "router_z_loss", "expert_fractions", "load_imbalance", "BALANCE_FORMS",
     "moe_from_hf", "HF_MOE_BLOCKS",
     "router", "dispatch", "layer", "losses", "convert",
 ]

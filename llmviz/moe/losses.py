@@ -39,7 +39,7 @@ from .._checks import check_choice, check_positive_int, check_tensor
 from ._checks import check_indices
 from ..training.losses import z_loss
 
-__all__ = ["BALANCE_FORMS", "load_balancing_loss", "router_z_loss", "expert_fractions"]
+__all__ = ["BALANCE_FORMS", "load_balancing_loss", "router_z_loss", "expert_fractions", "load_imbalance"]
 
 #: How the dispatch fractions ``f`` are normalised (see the module docstring).
 BALANCE_FORMS = ("assignments", "tokens")
@@ -77,6 +77,25 @@ def expert_fractions(
         0, indices.reshape(-1), w.reshape(-1))  # (E,)
     n_tokens = w[:, 0].sum().clamp_min(1)
     return counts / (n_tokens * (k if form == "assignments" else 1))
+
+
+def load_imbalance(load: torch.Tensor) -> float:
+    """The busiest expert's load over the mean load: 1 for perfectly even routing, E when one
+    of E experts takes everything. ``load``: ``(E,)`` counts or shares per expert (e.g.
+    :attr:`~llmviz.moe.MoEInfo.load` or :func:`expert_fractions`).
+
+    Raises:
+        TypeError: ``load`` is not a tensor.
+        ValueError: ``load`` is not 1-D with at least one entry, holds a negative or non-finite
+            value, or is all zero (no assignments to compare).
+    """
+    check_tensor(load, "load", ndim=1)
+    load = load.detach().float()
+    if load.numel() == 0 or not bool(torch.isfinite(load).all()) or bool((load < 0).any()):
+        raise ValueError(f"load must be finite, non-negative counts per expert, got {load.tolist()}")
+    if float(load.sum()) == 0.0:
+        raise ValueError("load is all zero: no routing decisions to compare; route some tokens first")
+    return float(load.max() / load.mean())
 
 
 def load_balancing_loss(

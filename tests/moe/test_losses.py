@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -107,3 +108,30 @@ def test_a_batch_can_score_below_one():
     loss = load_balancing_loss(r.probs, r.indices)
     torch.testing.assert_close(loss, 3 * (f * r.probs.mean(0)).sum())
     assert 0.7 < loss < 0.8
+
+
+# ----------------------------------------------------------------------------- load imbalance
+def test_load_imbalance_bounds_and_route_counts():
+    from llmviz.moe import expert_fractions, load_imbalance
+
+    assert load_imbalance(torch.tensor([5, 5, 5, 5])) == 1.0  # even
+    assert load_imbalance(torch.tensor([8.0, 0.0, 0.0, 0.0])) == 4.0  # one expert takes all: E
+    assert load_imbalance(torch.tensor([3, 1])) == pytest.approx(1.5)
+    idx = torch.tensor([[0], [0], [1], [2]])  # 4 tokens, top-1, 3 experts: shares 1/2, 1/4, 1/4
+    shares = expert_fractions(idx, 3)
+    assert load_imbalance(shares) == pytest.approx(0.5 / (1 / 3))
+    assert load_imbalance(shares) == load_imbalance(shares * 40)  # counts or shares alike
+
+
+@pytest.mark.parametrize(("load", "err", "match"), [
+    ([1, 2], TypeError, "load"),
+    (torch.zeros(2, 2), ValueError, "1"),
+    (torch.tensor([1.0, -1.0]), ValueError, "non-negative"),
+    (torch.tensor([1.0, float("nan")]), ValueError, "finite"),
+    (torch.zeros(3), ValueError, "all zero"),
+])
+def test_load_imbalance_bad_input(load, err, match):
+    from llmviz.moe import load_imbalance
+
+    with pytest.raises(err, match=match):
+        load_imbalance(load)
