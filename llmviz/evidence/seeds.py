@@ -153,6 +153,22 @@ class Runs:
         return f"Runs({len(self)} seeds {self.seeds}, {mode})"
 
 
+def _check_seeds(seeds: Any) -> list[int]:
+    """``seeds`` as a list of distinct ints, or the error that names what is wrong."""
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Iterable):
+        raise TypeError(f"seeds must be a sequence of ints, e.g. range(3), got {seeds!r}")
+    seeds = list(seeds)
+    if not seeds:
+        raise ValueError("seeds is empty; pass e.g. seeds=range(3) (at least 3 for an interval)")
+    for s in seeds:
+        if isinstance(s, bool) or not isinstance(s, int):
+            raise TypeError(f"every seed must be an int, got {s!r} ({type(s).__name__})")
+    if len(set(seeds)) != len(seeds):
+        dup = next(s for s in seeds if seeds.count(s) > 1)
+        raise ValueError(f"seeds must be distinct; seed {dup} appears twice in {seeds}")
+    return seeds
+
+
 def run_seeds(
     fn: Callable[[int], Mapping[str, Any]],
     seeds: Iterable[int],
@@ -178,17 +194,7 @@ def run_seeds(
     global _WORK
     if not callable(fn):
         raise TypeError(f"fn must be callable as fn(seed), got {type(fn).__name__}")
-    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Iterable):
-        raise TypeError(f"seeds must be a sequence of ints, e.g. range(3), got {seeds!r}")
-    seeds = list(seeds)
-    if not seeds:
-        raise ValueError("seeds is empty; pass e.g. seeds=range(3) (at least 3 for an interval)")
-    for s in seeds:
-        if isinstance(s, bool) or not isinstance(s, int):
-            raise TypeError(f"every seed must be an int, got {s!r} ({type(s).__name__})")
-    if len(set(seeds)) != len(seeds):
-        dup = next(s for s in seeds if seeds.count(s) > 1)
-        raise ValueError(f"seeds must be distinct; seed {dup} appears twice in {seeds}")
+    seeds = _check_seeds(seeds)
     if processes is not None:  # None: one per core
         check_positive_int(processes, "processes")
     n_proc = min(len(seeds), processes or _cores())
@@ -244,9 +250,7 @@ def run_grid(
             raise TypeError(f"every variant must be a str name, got {v!r} ({type(v).__name__})")
     if len(set(variants)) != len(variants):
         raise ValueError(f"variants must be distinct, got {variants}")
-    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Iterable):
-        raise TypeError(f"seeds must be a sequence of ints, e.g. range(3), got {seeds!r}")
-    seeds = list(seeds)
+    seeds = _check_seeds(seeds)
     jobs = [(v, s) for s in seeds for v in variants]
 
     def job(k: int) -> Mapping[str, Any]:
@@ -256,13 +260,6 @@ def run_grid(
         except Exception as err:  # name the pair, not the job number
             raise RuntimeError(f"fn({variant!r}, {seed}) failed: {type(err).__name__}: {err}") from err
 
-    if not seeds:
-        raise ValueError("seeds is empty; pass e.g. seeds=range(3) (at least 3 for an interval)")
-    for s in seeds:
-        if isinstance(s, bool) or not isinstance(s, int):
-            raise TypeError(f"every seed must be an int, got {s!r} ({type(s).__name__})")
-    if len(set(seeds)) != len(seeds):
-        raise ValueError(f"seeds must be distinct, got {seeds}")
     parts = run_seeds(job, range(len(jobs)), processes=processes)
     results = {s: {v: parts[k] for k, (v, s2) in enumerate(jobs) if s2 == s} for s in seeds}
     return Runs(results, parallel=parts.parallel)
