@@ -115,11 +115,13 @@ def _decoder(c: Any) -> tuple[_Arch, list[LayerAnatomy], int]:
     attn = C * H * D + 2 * C * G * D + H * D * C + (H * D + 2 * G * D if qkv_bias else 0) + (C if o_bias else 0)
     attn += C * H * D + (H * D if qkv_bias else 0) if t == "qwen3_next" else 0  # output gate rows
     qk_norm = {"qwen3": "per head", "qwen3_moe": "per head", "gemma3_text": "per head",
-               "qwen3_next": "per head", "olmo2": "whole projection"}.get(t)
+               "qwen3_next": "per head", "olmo2": "whole projection",
+               "olmo3": "whole projection"}.get(t)
     attn += {"per head": 2 * D, "whole projection": (H + G) * D}.get(qk_norm, 0)
     attn += H if t == "gpt_oss" else 0  # one learned sink logit per head
     gemma = t.startswith("gemma") or t == "qwen3_next"  # norms scale by (1 + w)
-    placement = {"gemma2": "sandwich", "gemma3_text": "sandwich", "olmo2": "post (sublayer output)"}.get(t, "pre")
+    placement = {"gemma2": "sandwich", "gemma3_text": "sandwich", "olmo2": "post (sublayer output)",
+                 "olmo3": "post (sublayer output)"}.get(t, "pre")
     norms = (4 if placement == "sandwich" else 2) * C
     arch = _Arch(norm="rms (1 + w)" if gemma else "rms", placement=placement, ffn="glu",
                  activation=_g(c, "hidden_activation", _g(c, "hidden_act", "silu")),
@@ -233,4 +235,4 @@ def _gpt2(c: Any) -> tuple[_Arch, list[LayerAnatomy], int]:
 
 ANATOMY_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "olmo2",
                     "phi3", "gpt2", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss",
-                    "smollm3", "qwen3_next")
+                    "smollm3", "qwen3_next", "olmo3")

@@ -10,8 +10,9 @@ line budget: one reader per family in one file, so that their checks read alike.
 
 Families: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, olmo2, phi3, gpt2, smollm3,
 and the 2025 ones: mixtral, qwen2_moe, qwen3_moe (mixtures of experts), deepseek_v3 (latent
-attention and experts), gpt_oss (sinks, alternating windows, biased clamped-GLU experts) and
-qwen3_next (Gated DeltaNet layers, gated attention, gated shared expert).
+attention and experts), gpt_oss (sinks, alternating windows, biased clamped-GLU experts),
+qwen3_next (Gated DeltaNet layers, gated attention, gated shared expert) and olmo3 (OLMo 2's
+block with 3:1 sliding and full layers).
 """
 
 from __future__ import annotations
@@ -122,7 +123,7 @@ def _decoder(c: Any, *, allow_partial: bool = False, rope_params: dict | None = 
     params = rope_parameters_of(c) if rope_params is None else rope_params
     if set(params) & {"full_attention", "sliding_attention"}:
         raise NotImplementedError(
-            f"{c.model_type}: rope_parameters per layer type is only read for gemma3_text"
+            f"{c.model_type}: rope_parameters per layer type is only read for gemma3_text and olmo3"
         )
     rope = rope_spec(params, head_dim=head_dim, max_position_embeddings=c.max_position_embeddings,
                      allow_partial=allow_partial, where=f"{c.model_type} rope_parameters")
@@ -170,10 +171,18 @@ def _qwen3(c: Any) -> dict[str, Any]:
     return f
 
 
-def _olmo2(c: Any) -> dict[str, Any]:
-    f = _check_glu_silu(c, _decoder(c))
+def _olmo2(c: Any, rope_params: dict | None = None) -> dict[str, Any]:
+    f = _check_glu_silu(c, _decoder(c, rope_params=rope_params))
     f.update(placement="post_sublayer", qk_norm="rms", qk_norm_eps=float(c.rms_norm_eps),
              qk_norm_scope="all")
+    return f
+
+
+def _olmo3(c: Any) -> dict[str, Any]:
+    """OLMo 2's block with sliding and full layers (``layer_types``), RoPE per layer type."""
+    full, local_base = _rope_by_layer_type(c)
+    f = _olmo2(c, rope_params=full)
+    f["local_rope_base"] = local_base if f["layer_windows"] else None
     return f
 
 
@@ -200,24 +209,30 @@ def _gemma2(c: Any, rope_params: dict | None = None) -> dict[str, Any]:
     return f
 
 
-def _gemma3_text(c: Any) -> dict[str, Any]:
+def _rope_by_layer_type(c: Any) -> tuple[dict, float | None]:
+    """RoPE per layer type: the full layers' parameters and the sliding layers' plain base."""
     params = rope_parameters_of(c)
     nested = {k: params.pop(k) for k in ("full_attention", "sliding_attention") if k in params}
     if params and nested:
-        raise ValueError(f"gemma3_text: rope_parameters mixes per-layer-type and flat keys {sorted(params)}")
+        raise ValueError(f"{c.model_type}: rope_parameters mixes per-layer-type and flat keys {sorted(params)}")
     full = nested.get("full_attention", params)
-    local = nested.get("sliding_attention", full)
-    f = _gemma2(c, rope_params=dict(full))  # global layers: rope_base and rope_scaling
-    head = f["head_dim"]
-    spec = rope_spec(local, head_dim=head, max_position_embeddings=c.max_position_embeddings,
-                     where="gemma3_text rope_parameters['sliding_attention']")
+    head_dim = _get(c, "head_dim", c.hidden_size // c.num_attention_heads)
+    spec = rope_spec(nested.get("sliding_attention", full), head_dim=head_dim,
+                     max_position_embeddings=c.max_position_embeddings,
+                     where=f"{c.model_type} rope_parameters['sliding_attention']")
     if spec.scaling is not None:
         raise NotImplementedError(
-            f"gemma3_text: sliding_attention rope_type={spec.kind!r}; llmviz scales only the "
+            f"{c.model_type}: sliding_attention rope_type={spec.kind!r}; llmviz scales only the "
             "global layers' RoPE (local layers use a plain base)"
         )
+    return dict(full), spec.base
+
+
+def _gemma3_text(c: Any) -> dict[str, Any]:
+    full, local_base = _rope_by_layer_type(c)
+    f = _gemma2(c, rope_params=full)  # global layers: rope_base and rope_scaling
     f.update(qk_norm="rms_gemma", qk_norm_eps=float(c.rms_norm_eps), qk_norm_scope="head",
-             local_rope_base=spec.base if f["layer_windows"] else None)
+             local_rope_base=local_base if f["layer_windows"] else None)
     return f
 
 
@@ -378,7 +393,7 @@ def _qwen3_next(c: Any) -> dict[str, Any]:
 #: model_type -> reader returning ModelConfig fields.
 SUPPORTED: dict[str, Callable[[Any], dict[str, Any]]] = {
     "llama": _llama, "mistral": _mistral, "qwen2": _qwen2, "qwen3": _qwen3, "gemma": _gemma,
-    "gemma2": _gemma2, "gemma3_text": _gemma3_text, "olmo2": _olmo2, "phi3": _phi3, "gpt2": _gpt2,
+    "gemma2": _gemma2, "gemma3_text": _gemma3_text, "olmo2": _olmo2, "olmo3": _olmo3, "phi3": _phi3, "gpt2": _gpt2,
     "smollm3": _smollm3, "mixtral": _mixtral, "qwen2_moe": _qwen2_moe, "qwen3_moe": _qwen3_moe,
     "deepseek_v3": _deepseek_v3, "gpt_oss": _gpt_oss, "qwen3_next": _qwen3_next,
 }

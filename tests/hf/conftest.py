@@ -77,6 +77,12 @@ FAMILIES = {
                         linear_value_head_dim=8,
                         layer_types=["linear_attention", "linear_attention", "linear_attention",
                                      "full_attention"])),
+    "olmo3": ("Olmo3Config", "Olmo3ForCausalLM",
+              dict(num_hidden_layers=4, sliding_window=5, rms_norm_eps=1e-6,
+                   rope_parameters={
+                       "sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+                       "full_attention": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e4,
+                                          "original_max_position_embeddings": 16}})),
 }
 
 

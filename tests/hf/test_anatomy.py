@@ -21,6 +21,7 @@ TINY = {
     "LlamaConfig": dict(attention_bias=True, mlp_bias=True), "MistralConfig": dict(sliding_window=8),
     "Qwen2Config": {}, "Qwen3Config": dict(head_dim=16), "GemmaConfig": dict(head_dim=16),
     "Gemma2Config": dict(head_dim=16), "Gemma3TextConfig": dict(head_dim=16), "Olmo2Config": {},
+    "Olmo3Config": dict(sliding_window=8),
     "Phi3Config": {}, "SmolLM3Config": {},
     "MixtralConfig": dict(num_local_experts=4, num_experts_per_tok=2),
     "Qwen2MoeConfig": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,

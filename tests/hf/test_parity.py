@@ -141,6 +141,10 @@ def test_2025_features_are_represented(make_hf):
     c = config_from_hf(make_hf("qwen3_next").config)
     assert (c.linear_layers, c.attn_output_gate, c.norm, c.qk_norm, c.rotary_dim) == (
         (0, 1, 2), True, "rms_gemma", "rms_gemma", 4)
+    c = config_from_hf(make_hf("olmo3").config)  # 3 sliding : 1 full, RoPE per layer type
+    assert (c.layer_windows, c.local_rope_base, c.rope_base, c.rope_scaling.kind) == (
+        (5, 5, 5, None), 100.0, 1e4, "yarn")
+    assert (c.placement, c.qk_norm, c.qk_norm_scope) == ("post_sublayer", "rms", "all")
 
 
 def test_deepseek_v3_multi_token_prediction_layers_are_skipped(make_hf, ids):

@@ -157,6 +157,20 @@ def test_2025_family_features_llmviz_lacks_are_named():
         config_from_hf(config)
 
 
+def test_olmo3_rope_llmviz_cannot_split_by_layer_type_is_named():
+    tiny = dict(vocab_size=100, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
+                num_attention_heads=4, sliding_window=5)
+    scaled = {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}
+    config = transformers.Olmo3Config(rope_parameters={"sliding_attention": scaled,
+                                                       "full_attention": dict(scaled)}, **tiny)
+    with pytest.raises(NotImplementedError, match=r"olmo3: sliding_attention rope_type='linear'"):
+        config_from_hf(config)
+    config = transformers.Olmo3Config(**tiny)
+    config.rope_parameters = {"rope_theta": 1e4, "full_attention": {"rope_theta": 1e4}}
+    with pytest.raises(ValueError, match="olmo3: rope_parameters mixes per-layer-type and flat keys"):
+        config_from_hf(config)
+
+
 def test_packed_qwen3_next_tensor_of_the_wrong_size_is_refused(make_hf):
     hf = make_hf("qwen3_next")
     sd = hf.state_dict()
