@@ -15,6 +15,7 @@ the test fails only past a generous bound (``MEDIAN_BOUND_S``). Runs with the ot
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import secrets
@@ -61,8 +62,8 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """JupyterLab serving a copy of the chapter; yields (base url, token)."""
-    if shutil.which("jupyter-lab") is None and shutil.which("jupyter") is None:
-        pytest.fail("jupyterlab is not installed (pip install jupyterlab)", pytrace=False)
+    if importlib.util.find_spec("jupyterlab") is None:  # `jupyter` alone comes with jupyter-core
+        pytest.fail("jupyterlab is not installed (pip install -e '.[test]' installs it)", pytrace=False)
     root = tmp_path_factory.mktemp("live")
     shutil.copy(ROOT / "notebooks" / CHAPTER, root / CHAPTER)
     home = tmp_path_factory.mktemp("lab-home")
