@@ -1,0 +1,150 @@
+"""Family readers for :func:`llmviz.hf.config_from_hf`: the 2025-26 families.
+
+Mixtures of experts (mixtral, qwen2_moe, qwen3_moe), latent attention with experts
+(deepseek_v3), sinks with alternating windows and biased clamped-GLU experts (gpt_oss), and the
+Gated DeltaNet hybrids (qwen3_next; qwen3_5_text and qwen3_5_moe_text). The shared field readers
+and the earlier families are in :mod:`._readers`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._readers import activation, attr, check_glu_silu, decoder, mistral, qwen2, qwen3
+from .rope import rope_parameters_of, rope_spec
+
+__all__ = ["READERS_2025", "deepseek_v3", "gpt_oss", "mixtral", "moe_layers", "qwen2_moe", "qwen3_moe", "qwen3_next",
+           "qwen_moe"]
+
+
+def moe_layers(c: Any) -> tuple[int, ...]:
+    """Sparse layers of the Qwen MoE families: not in mlp_only_layers, every decoder_sparse_step-th."""
+    step = int(attr(c, "decoder_sparse_step", 1))
+    only = set(attr(c, "mlp_only_layers", []))
+    return tuple(i for i in range(c.num_hidden_layers) if i not in only and (i + 1) % step == 0)
+
+
+def qwen_moe(c: Any, f: dict) -> dict:
+    layers = moe_layers(c) if c.num_experts > 0 else ()
+    if not layers:
+        return f
+    f.update(n_experts=c.num_experts, experts_top_k=c.num_experts_per_tok,
+             expert_d_ff=c.moe_intermediate_size, moe_normalize=bool(c.norm_topk_prob),
+             moe_layers=layers, router_aux_loss_coef=float(attr(c, "router_aux_loss_coef", 0.0)))
+    return f
+
+
+def mixtral(c: Any) -> dict[str, Any]:
+    """Mistral's attention, every feed-forward a softmax top-k mixture, always renormalised."""
+    f = mistral(c)
+    f.update(n_experts=c.num_local_experts, experts_top_k=c.num_experts_per_tok,
+             expert_d_ff=c.intermediate_size, moe_normalize=True,
+             router_aux_loss_coef=float(attr(c, "router_aux_loss_coef", 0.0)))
+    return f
+
+
+def qwen3_moe(c: Any) -> dict[str, Any]:
+    f = qwen3(c)
+    window = getattr(c, "sliding_window", None)  # Qwen3-MoE windows every layer when set
+    f["layer_windows"] = None if window is None else (int(window),) * c.num_hidden_layers
+    return qwen_moe(c, f)
+
+
+def qwen2_moe(c: Any) -> dict[str, Any]:
+    """Qwen 2's attention; a softmax mixture plus one shared expert scaled by a sigmoid gate."""
+    f = qwen_moe(c, qwen2(c))
+    if f.get("n_experts"):
+        f.update(shared_expert_d_ff=c.shared_expert_intermediate_size, shared_expert_gate=True)
+    return f
+
+
+def deepseek_v3(c: Any) -> dict[str, Any]:
+    """Latent attention everywhere; dense feed-forwards for the first ``first_k_dense_replace``
+    layers, then sigmoid-scored experts with a choice bias, group-limited top-k, routed scaling
+    and shared experts. Multi-token-prediction layers are not part of the model (the loader
+    skips their tensors)."""
+    dr = c.qk_rope_head_dim
+    params = rope_parameters_of(c)
+    rope = rope_spec(params, head_dim=dr, max_position_embeddings=c.max_position_embeddings,
+                     where="deepseek_v3 rope_parameters")
+    first = int(attr(c, "first_k_dense_replace", 0))
+    groups = int(attr(c, "n_group", 1))
+    f = dict(
+        vocab_size=c.vocab_size, d_model=c.hidden_size, n_layers=c.num_hidden_layers,
+        n_heads=c.num_attention_heads, head_dim=dr, d_ff=c.intermediate_size,
+        max_seq_len=c.max_position_embeddings, position="rope", rope_base=rope.base,
+        rope_scaling=rope.scaling, rope_layout="interleaved" if attr(c, "rope_interleave", True) else "half",
+        norm="rms", norm_eps=float(c.rms_norm_eps), placement="pre", ffn="swiglu",
+        activation=activation(c, "hidden_act"), bias=False,
+        attn_bias=bool(getattr(c, "attention_bias", False)),
+        tie_embeddings=bool(getattr(c, "tie_word_embeddings", False)),
+        attn_kind="mla", q_lora_rank=attr(c, "q_lora_rank", None), kv_lora_rank=c.kv_lora_rank,
+        qk_nope_head_dim=c.qk_nope_head_dim, qk_rope_head_dim=dr, v_head_dim=c.v_head_dim,
+    )
+    if f["activation"] != "silu":
+        raise NotImplementedError(f"deepseek_v3: hidden_act={c.hidden_act!r}; this family uses silu")
+    sparse = tuple(range(first, c.num_hidden_layers))
+    if sparse:
+        n_shared = int(attr(c, "n_shared_experts", 0))
+        f.update(
+            n_experts=c.n_routed_experts, experts_top_k=c.num_experts_per_tok,
+            expert_d_ff=c.moe_intermediate_size, n_shared_experts=n_shared,
+            shared_expert_d_ff=n_shared * c.moe_intermediate_size if n_shared else None,
+            moe_score="sigmoid", moe_normalize=bool(c.norm_topk_prob),
+            moe_scaling=float(c.routed_scaling_factor), moe_bias_balancing=True, moe_layers=sparse,
+            moe_n_groups=groups if groups > 1 else None,
+            moe_topk_groups=int(c.topk_group) if groups > 1 else None,
+        )
+    return f
+
+
+def gpt_oss(c: Any) -> dict[str, Any]:
+    """Biased attention with learned sinks, sliding and full layers alternating (layer_types),
+    YaRN; every feed-forward a mixture whose router has a bias and whose experts are biased,
+    with gpt-oss's clamped GLU (``expert_glu='clamped'``)."""
+    f = decoder(c)
+    f.update(attn_sinks=True, n_experts=c.num_local_experts, experts_top_k=c.num_experts_per_tok,
+             expert_d_ff=c.intermediate_size, moe_normalize=True, router_bias=True,
+             expert_bias=True, expert_glu="clamped", expert_glu_alpha=float(c.swiglu_alpha),
+             expert_glu_limit=float(c.swiglu_limit), activation=None,
+             router_aux_loss_coef=float(attr(c, "router_aux_loss_coef", 0.0)))
+    return f
+
+
+def qwen3_next(c: Any) -> dict[str, Any]:
+    """Gated DeltaNet layers (``linear_attention``) beside gated softmax attention (queries and a
+    per-feature output gate packed per head in q_proj), zero-centred RMSNorms (``1 + w``, as
+    Gemma), QK-norm, partial rotary; a softmax mixture with a sigmoid-gated shared expert."""
+    types = list(getattr(c, "layer_types", None) or [])
+    if len(types) != c.num_hidden_layers:
+        raise ValueError(f"qwen3_next: layer_types has {len(types)} entries for {c.num_hidden_layers} layers")
+    unknown = sorted(set(types) - {"linear_attention", "full_attention"})
+    if unknown:
+        raise NotImplementedError(f"qwen3_next: layer types {unknown} are not supported")
+    c_types = c.layer_types
+    try:  # decoder reads layer_types for windows; these are mixers, not windows
+        c.layer_types = None
+        f = check_glu_silu(c, decoder(c, allow_partial=True))
+    finally:
+        c.layer_types = c_types
+    if c.linear_num_value_heads % c.linear_num_key_heads:
+        raise ValueError("qwen3_next: linear_num_value_heads must be a multiple of linear_num_key_heads")
+    if c.linear_key_head_dim != c.linear_value_head_dim:
+        raise NotImplementedError(
+            f"qwen3_next: linear_key_head_dim={c.linear_key_head_dim} differs from "
+            f"linear_value_head_dim={c.linear_value_head_dim}; llmviz's hybrid stacks use one "
+            "linear_head_dim for both")
+    linear = tuple(i for i, t in enumerate(types) if t == "linear_attention")
+    f.update(norm="rms_gemma", qk_norm="rms_gemma", qk_norm_eps=float(c.rms_norm_eps),
+             qk_norm_scope="head", attn_output_gate=True, linear_layers=linear or None,
+             linear_heads=c.linear_num_value_heads, linear_key_heads=c.linear_num_key_heads,
+             linear_head_dim=c.linear_key_head_dim, linear_conv_kernel=c.linear_conv_kernel_dim)
+    f = qwen_moe(c, f)
+    if f.get("n_experts"):
+        f.update(shared_expert_d_ff=c.shared_expert_intermediate_size, shared_expert_gate=True)
+    return f
+
+
+#: model_type -> reader, for the families above.
+READERS_2025 = {"mixtral": mixtral, "qwen2_moe": qwen2_moe, "qwen3_moe": qwen3_moe,
+                "deepseek_v3": deepseek_v3, "gpt_oss": gpt_oss, "qwen3_next": qwen3_next}
