@@ -63,6 +63,10 @@ def _rope(c: Any, layer_type: str) -> tuple[float, str | None, float]:
             float(params.get("partial_rotary_factor", 1.0)))
 
 
+#: Gated DeltaNet hybrids: Qwen3-Next's layers (Qwen3.5 stores the same weights unpacked)
+_HYBRIDS = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
+
+
 def _layer_types(c: Any) -> list[str]:
     types = getattr(c, "layer_types", None)
     if types:
@@ -83,7 +87,7 @@ class _Arch:
     ffn: str
     activation: str
     qk_norm: str | None
-    d_ff: int
+    d_ff: int | None
     experts: int | None = None
     experts_active: int | None = None
     shared_experts: int | None = None
@@ -109,25 +113,28 @@ def _decoder(c: Any) -> tuple[_Arch, list[LayerAnatomy], int]:
     C, H = c.hidden_size, c.num_attention_heads
     G = _g(c, "num_key_value_heads", H)
     D = _g(c, "head_dim", C // H)
-    V, F = c.vocab_size, c.intermediate_size
+    V, F = c.vocab_size, _g(c, "intermediate_size", None)  # None: Qwen3.5-MoE, experts only
     qkv_bias = bool(_g(c, "attention_bias", False)) or t == "qwen2" or bool(_g(c, "qkv_bias", False))
     o_bias = bool(_g(c, "attention_bias", False))
     attn = C * H * D + 2 * C * G * D + H * D * C + (H * D + 2 * G * D if qkv_bias else 0) + (C if o_bias else 0)
-    attn += C * H * D + (H * D if qkv_bias else 0) if t == "qwen3_next" else 0  # output gate rows
-    qk_norm = {"qwen3": "per head", "qwen3_moe": "per head", "gemma3_text": "per head",
-               "qwen3_next": "per head", "olmo2": "whole projection",
-               "olmo3": "whole projection"}.get(t)
+    hybrid = t in _HYBRIDS
+    attn += C * H * D + (H * D if qkv_bias else 0) if hybrid else 0  # output gate rows
+    qk_norm = "per head" if hybrid else {"qwen3": "per head", "qwen3_moe": "per head",
+                                          "gemma3_text": "per head", "olmo2": "whole projection",
+                                          "olmo3": "whole projection"}.get(t)
     attn += {"per head": 2 * D, "whole projection": (H + G) * D}.get(qk_norm, 0)
     attn += H if t == "gpt_oss" else 0  # one learned sink logit per head
-    gemma = t.startswith("gemma") or t == "qwen3_next"  # norms scale by (1 + w)
+    gemma = t.startswith("gemma") or hybrid  # norms scale by (1 + w)
     placement = {"gemma2": "sandwich", "gemma3_text": "sandwich", "olmo2": "post (sublayer output)",
                  "olmo3": "post (sublayer output)"}.get(t, "pre")
     norms = (4 if placement == "sandwich" else 2) * C
     arch = _Arch(norm="rms (1 + w)" if gemma else "rms", placement=placement, ffn="glu",
                  activation=_g(c, "hidden_activation", _g(c, "hidden_act", "silu")),
                  qk_norm=qk_norm, d_ff=F)
-    dense = _glu(C, F, bool(_g(c, "mlp_bias", False)))
+    dense = _glu(C, F, bool(_g(c, "mlp_bias", False))) if F else 0
     moe = _moe(c, arch)
+    if not F and (moe is None or not all(_sparse(c, i) for i in range(c.num_hidden_layers))):
+        raise ValueError(f"{t}: the config has no intermediate_size for its dense feed-forwards")
     types = _layer_types(c)
     no_rope = list(_g(c, "no_rope_layers", [1] * c.num_hidden_layers))  # SmolLM3: 0 = NoPE
     layers = []
@@ -169,14 +176,14 @@ def _moe(c: Any, arch: _Arch) -> tuple[int, int] | None:
     """(total, active) feed-forward parameters of a sparse layer, or None for dense families."""
     t, C = c.model_type, c.hidden_size
     E = _g(c, "num_local_experts", _g(c, "num_experts", 0))
-    if t not in ("mixtral", "qwen2_moe", "qwen3_moe", "qwen3_next", "gpt_oss") or not E:
+    if t not in ("mixtral", "qwen2_moe", "qwen3_moe", "gpt_oss", *_HYBRIDS) or not E:
         return None
     k = c.num_experts_per_tok
     F = c.intermediate_size if t in ("mixtral", "gpt_oss") else c.moe_intermediate_size
     expert = _glu(C, F, bias=t == "gpt_oss")
     router = C * E + (E if t == "gpt_oss" else 0)
     shared = 0
-    if t in ("qwen2_moe", "qwen3_next"):
+    if t == "qwen2_moe" or t in _HYBRIDS:
         shared = _glu(C, c.shared_expert_intermediate_size) + C  # plus its sigmoid gate
         arch.shared_experts = 1
     arch.ffn, arch.experts, arch.experts_active, arch.expert_d_ff = "moe (glu experts)", E, k, F
@@ -235,4 +242,4 @@ def _gpt2(c: Any) -> tuple[_Arch, list[LayerAnatomy], int]:
 
 ANATOMY_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "olmo2",
                     "phi3", "gpt2", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss",
-                    "smollm3", "qwen3_next", "olmo3")
+                    "smollm3", "olmo3", *_HYBRIDS)

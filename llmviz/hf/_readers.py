@@ -62,7 +62,8 @@ def windows(c: Any) -> tuple[int | None, ...] | None:
     return out if any(w is not None for w in out) else None
 
 
-def decoder(c: Any, *, allow_partial: bool = False, rope_params: dict | None = None) -> dict[str, Any]:
+def decoder(c: Any, *, allow_partial: bool = False, rope_params: dict | None = None,
+            d_ff: int | None = None) -> dict[str, Any]:
     """Fields every RoPE decoder family shares (Llama's layout)."""
     if getattr(c, "use_bidirectional_attention", None):
         raise NotImplementedError(f"{c.model_type}: use_bidirectional_attention=True (llmviz is causal)")
@@ -78,7 +79,8 @@ def decoder(c: Any, *, allow_partial: bool = False, rope_params: dict | None = N
     return dict(
         vocab_size=c.vocab_size, d_model=c.hidden_size, n_layers=c.num_hidden_layers,
         n_heads=n_heads, n_kv_heads=attr(c, "num_key_value_heads", n_heads), head_dim=head_dim,
-        d_ff=c.intermediate_size, max_seq_len=c.max_position_embeddings, position="rope",
+        d_ff=c.intermediate_size if d_ff is None else d_ff, max_seq_len=c.max_position_embeddings,
+        position="rope",
         rope_base=rope.base, rope_scaling=rope.scaling, rotary_dim=rope.rotary_dim,
         rope_layout="half", norm="rms", norm_eps=float(c.rms_norm_eps), placement="pre",
         ffn="swiglu", activation=activation(c, "hidden_act") if hasattr(c, "hidden_act") else None,

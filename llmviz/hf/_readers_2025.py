@@ -13,8 +13,8 @@ from typing import Any
 from ._readers import activation, attr, check_glu_silu, decoder, mistral, qwen2, qwen3
 from .rope import rope_parameters_of, rope_spec
 
-__all__ = ["READERS_2025", "deepseek_v3", "gpt_oss", "mixtral", "moe_layers", "qwen2_moe", "qwen3_moe", "qwen3_next",
-           "qwen_moe"]
+__all__ = ["READERS_2025", "deepseek_v3", "gpt_oss", "mixtral", "moe_layers", "qwen2_moe", "qwen3_5",
+           "qwen3_moe", "qwen3_next", "qwen_moe"]
 
 
 def moe_layers(c: Any) -> tuple[int, ...]:
@@ -25,11 +25,12 @@ def moe_layers(c: Any) -> tuple[int, ...]:
 
 
 def qwen_moe(c: Any, f: dict) -> dict:
-    layers = moe_layers(c) if c.num_experts > 0 else ()
+    # Qwen3.5-MoE has no norm_topk_prob field: its router always renormalises the top k
+    layers = moe_layers(c) if attr(c, "num_experts", 0) > 0 else ()
     if not layers:
         return f
     f.update(n_experts=c.num_experts, experts_top_k=c.num_experts_per_tok,
-             expert_d_ff=c.moe_intermediate_size, moe_normalize=bool(c.norm_topk_prob),
+             expert_d_ff=c.moe_intermediate_size, moe_normalize=bool(attr(c, "norm_topk_prob", True)),
              moe_layers=layers, router_aux_loss_coef=float(attr(c, "router_aux_loss_coef", 0.0)))
     return f
 
@@ -111,27 +112,27 @@ def gpt_oss(c: Any) -> dict[str, Any]:
     return f
 
 
-def qwen3_next(c: Any) -> dict[str, Any]:
+def qwen3_next(c: Any, rope_params: dict | None = None, d_ff: int | None = None) -> dict[str, Any]:
     """Gated DeltaNet layers (``linear_attention``) beside gated softmax attention (queries and a
     per-feature output gate packed per head in q_proj), zero-centred RMSNorms (``1 + w``, as
     Gemma), QK-norm, partial rotary; a softmax mixture with a sigmoid-gated shared expert."""
     types = list(getattr(c, "layer_types", None) or [])
     if len(types) != c.num_hidden_layers:
-        raise ValueError(f"qwen3_next: layer_types has {len(types)} entries for {c.num_hidden_layers} layers")
+        raise ValueError(f"{c.model_type}: layer_types has {len(types)} entries for {c.num_hidden_layers} layers")
     unknown = sorted(set(types) - {"linear_attention", "full_attention"})
     if unknown:
-        raise NotImplementedError(f"qwen3_next: layer types {unknown} are not supported")
+        raise NotImplementedError(f"{c.model_type}: layer types {unknown} are not supported")
     c_types = c.layer_types
     try:  # decoder reads layer_types for windows; these are mixers, not windows
         c.layer_types = None
-        f = check_glu_silu(c, decoder(c, allow_partial=True))
+        f = check_glu_silu(c, decoder(c, allow_partial=True, rope_params=rope_params, d_ff=d_ff))
     finally:
         c.layer_types = c_types
     if c.linear_num_value_heads % c.linear_num_key_heads:
-        raise ValueError("qwen3_next: linear_num_value_heads must be a multiple of linear_num_key_heads")
+        raise ValueError(f"{c.model_type}: linear_num_value_heads must be a multiple of linear_num_key_heads")
     if c.linear_key_head_dim != c.linear_value_head_dim:
         raise NotImplementedError(
-            f"qwen3_next: linear_key_head_dim={c.linear_key_head_dim} differs from "
+            f"{c.model_type}: linear_key_head_dim={c.linear_key_head_dim} differs from "
             f"linear_value_head_dim={c.linear_value_head_dim}; llmviz's hybrid stacks use one "
             "linear_head_dim for both")
     linear = tuple(i for i, t in enumerate(types) if t == "linear_attention")
@@ -145,6 +146,27 @@ def qwen3_next(c: Any) -> dict[str, Any]:
     return f
 
 
+def qwen3_5(c: Any) -> dict[str, Any]:
+    """Qwen3.5's text model (``qwen3_5_text``, dense feed-forwards; ``qwen3_5_moe_text``,
+    Qwen3-Next's experts): Qwen3-Next's stack, its linear-attention projections stored apart
+    (``in_proj_qkv``, ``in_proj_z``, ``in_proj_b``, ``in_proj_a``). Its multimodal RoPE gives each
+    frequency the temporal, height or width position of a token; for text all three are the
+    token's index, so on text it is plain partial rotary, which is what llmviz computes."""
+    params = rope_parameters_of(c)
+    section = params.pop("mrope_section", None)
+    params.pop("mrope_interleaved", None)
+    if section is not None and (not isinstance(section, (list, tuple)) or len(section) != 3
+                                or any(not isinstance(n, int) or n < 0 for n in section)):
+        raise ValueError(f"{c.model_type}: mrope_section={section!r}; expected three counts of "
+                         "frequencies (temporal, height, width)")
+    dense = getattr(c, "intermediate_size", None)  # Qwen3.5-MoE has none: every layer is a mixture
+    f = qwen3_next(c, rope_params=params, d_ff=dense or attr(c, "moe_intermediate_size", None))
+    if dense is None and f.get("moe_layers") != tuple(range(c.num_hidden_layers)):
+        raise ValueError(f"{c.model_type}: no intermediate_size, but not every layer is a mixture")
+    return f
+
+
 #: model_type -> reader, for the families above.
 READERS_2025 = {"mixtral": mixtral, "qwen2_moe": qwen2_moe, "qwen3_moe": qwen3_moe,
-                "deepseek_v3": deepseek_v3, "gpt_oss": gpt_oss, "qwen3_next": qwen3_next}
+                "deepseek_v3": deepseek_v3, "gpt_oss": gpt_oss, "qwen3_next": qwen3_next,
+                "qwen3_5_text": qwen3_5, "qwen3_5_moe_text": qwen3_5}

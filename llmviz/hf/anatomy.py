@@ -36,7 +36,8 @@ class Anatomy:
         vocab_size, tie_embeddings: V, and whether the output matrix is the embedding.
         norm, placement, qk_norm: norm kind, where it sits, QK-norm (None, ``"per head"``,
             ``"whole projection"``).
-        ffn, activation, d_ff: feed-forward kind, activation, width of a dense feed-forward.
+        ffn, activation, d_ff: feed-forward kind, activation, width of a dense feed-forward
+            (None when every layer is a mixture of experts: Qwen3.5-MoE).
         experts, experts_active, shared_experts, expert_d_ff: routed experts, chosen per token,
             always-on experts, width of one expert (None for dense models).
         layers: one :class:`LayerAnatomy` per layer.
@@ -64,7 +65,7 @@ class Anatomy:
     qk_norm: str | None
     ffn: str
     activation: str
-    d_ff: int
+    d_ff: int | None
     experts: int | None
     experts_active: int | None
     shared_experts: int | None
@@ -127,7 +128,8 @@ class Anatomy:
                 "learned sinks" if self.sinks else "", "output gate" if self.output_gate else "",
                 f"latent cache of {self.latent_dim}" if self.latent_dim else "") if x) or "none"),
             ("norm", f"{self.norm}, {self.placement}" + (f", QK-norm {self.qk_norm}" if self.qk_norm else "")),
-            ("feed-forward", f"{self.ffn} ({self.activation}), d_ff {self.d_ff}"),
+            ("feed-forward", f"{self.ffn} ({self.activation}), "
+             + (f"d_ff {self.d_ff}" if self.d_ff else "no dense layer")),
             ("experts", "none" if self.experts is None else
              f"{self.experts} routed, {self.experts_active} active, {self.shared_experts or 0} shared, "
              f"width {self.expert_d_ff}"),

@@ -10,7 +10,9 @@ Readers (in ``_readers`` and ``_readers_2025``): llama, mistral, qwen2, qwen3, g
 gemma3_text, olmo2, phi3, gpt2, smollm3, and the 2025-26 ones: mixtral, qwen2_moe, qwen3_moe
 (mixtures of experts), deepseek_v3 (latent attention and experts), gpt_oss (sinks, alternating
 windows, biased clamped-GLU experts), qwen3_next (Gated DeltaNet layers, gated attention, gated
-shared expert) and olmo3 (OLMo 2's block with 3:1 sliding and full layers).
+shared expert), qwen3_5_text and qwen3_5_moe_text (Qwen3.5's text models: Qwen3-Next's stack,
+projections stored apart, multimodal RoPE read as 1-D on text) and olmo3 (OLMo 2's block with
+3:1 sliding and full layers).
 """
 
 from __future__ import annotations

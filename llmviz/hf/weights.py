@@ -28,7 +28,8 @@ or ``transformer.`` prefix):
   (``[q_h | gate_h]``): split into ``q_proj`` and ``gate_proj``; its linear-attention layers'
   packed ``in_proj_qkvz``/``in_proj_ba`` are regrouped as
   :func:`llmviz.hf.layers.gated_deltanet_from_hf` does (``conv1d`` -> ``conv``, ``norm.weight``
-  -> ``norm_weight``, ``out_proj`` -> ``o_proj``);
+  -> ``norm_weight``, ``out_proj`` -> ``o_proj``); Qwen3.5 stores them apart (``in_proj_qkv``: q, k, v
+  one after another; ``in_proj_z``, ``in_proj_b``, ``in_proj_a``);
 * DeepSeek-V3's multi-token-prediction layers (``layers.{n_layers}`` and beyond) are not part of
   the causal LM (Hugging Face does not load them either) and are skipped.
 
@@ -173,8 +174,23 @@ def _qwen3_next_source(i: str, module: str, rest: str, c: ModelConfig) -> Source
     return None
 
 
+def _qwen3_5_source(i: str, module: str, rest: str, c: ModelConfig) -> Source | None:
+    """Qwen3-Next's layout, but the linear-attention projections stored apart: ``in_proj_qkv``
+    holds q, k, v one after another (each head-major), ``in_proj_z``/``_b``/``_a`` the rest."""
+    name = rest.split(".")[0]
+    if module != "linear_attn" or name not in ("q_proj", "k_proj", "v_proj", "z_proj", "b_proj", "a_proj"):
+        return _qwen3_next_source(i, module, rest, c)
+    if name in ("z_proj", "b_proj", "a_proj"):
+        return Source(f"layers.{i}.linear_attn.in_proj_{name[0]}.weight")
+    key = (c.linear_key_heads or c.linear_heads) * c.linear_head_dim
+    value = c.linear_heads * c.linear_head_dim
+    start, stop = {"q_proj": (0, key), "k_proj": (key, 2 * key), "v_proj": (2 * key, 2 * key + value)}[name]
+    return Source(f"layers.{i}.linear_attn.in_proj_qkv.weight", fn=_rows_per_group(1, 2 * key + value, start, stop))
+
+
 _LAYER_SOURCES = {"gpt_oss": _gpt_oss_source, "qwen2_moe": _shared_expert_source,
-                  "qwen3_next": _qwen3_next_source}
+                  "qwen3_next": _qwen3_next_source, "qwen3_5_text": _qwen3_5_source,
+                  "qwen3_5_moe_text": _qwen3_5_source}
 
 
 def _phi3_source(i: str, module: str, rest: str, c: ModelConfig) -> Source:

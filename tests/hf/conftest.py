@@ -19,6 +19,12 @@ _TINY = dict(vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_laye
              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
              initializer_range=0.1, bos_token_id=1, eos_token_id=2, pad_token_id=0)
 
+_QWEN3_5 = dict(num_hidden_layers=4, head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
+                linear_key_head_dim=8, linear_value_head_dim=8,
+                layer_types=["linear_attention", "linear_attention", "full_attention", "linear_attention"],
+                rope_parameters={"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5,
+                                 "mrope_section": [2, 1, 1], "mrope_interleaved": True})
+
 #: name -> (config class, model class, config overrides)
 FAMILIES = {
     "llama": ("LlamaConfig", "LlamaForCausalLM",
@@ -77,6 +83,11 @@ FAMILIES = {
                         linear_value_head_dim=8,
                         layer_types=["linear_attention", "linear_attention", "linear_attention",
                                      "full_attention"])),
+    # Qwen3.5's text models: Qwen3-Next's stack, projections stored apart, multimodal RoPE keys
+    "qwen3_5": ("Qwen3_5TextConfig", "Qwen3_5ForCausalLM", dict(_QWEN3_5)),
+    "qwen3_5_moe": ("Qwen3_5MoeTextConfig", "Qwen3_5MoeForCausalLM",
+                    dict(_QWEN3_5, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                         shared_expert_intermediate_size=40, intermediate_size=None)),  # as released
     "olmo3": ("Olmo3Config", "Olmo3ForCausalLM",
               dict(num_hidden_layers=4, sliding_window=5, rms_norm_eps=1e-6,
                    rope_parameters={

@@ -32,6 +32,11 @@ TINY = {
     "Qwen3NextConfig": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
                             shared_expert_intermediate_size=48, head_dim=16, linear_num_key_heads=2,
                             linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=8),
+    "Qwen3_5TextConfig": dict(head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
+                              linear_key_head_dim=8, linear_value_head_dim=8),
+    "Qwen3_5MoeTextConfig": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                                 shared_expert_intermediate_size=48, head_dim=16, linear_num_key_heads=2,
+                                 linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=8),
     "DeepseekV3Config": dict(n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
                              first_k_dense_replace=1, q_lora_rank=24, kv_lora_rank=16,
                              qk_nope_head_dim=8, qk_rope_head_dim=8, v_head_dim=12, n_group=2,
@@ -51,6 +56,16 @@ def test_parameter_count_is_exact(name):
     a = anatomy(config)
     assert a.total_params == _hf_count(config)
     assert a.active_params <= a.total_params and len(a.layers) == 4
+
+
+def test_qwen3_5_moe_has_no_dense_width():
+    """Qwen3.5-MoE's config has no intermediate_size: every layer is a mixture of experts."""
+    tiny = {k: v for k, v in _TINY.items() if k != "intermediate_size"}
+    config = transformers.Qwen3_5MoeTextConfig(**tiny, **TINY["Qwen3_5MoeTextConfig"])
+    assert not hasattr(config, "intermediate_size")
+    a = anatomy(config)
+    assert a.total_params == _hf_count(config) and a.d_ff is None and a.experts == 4
+    assert "no dense layer" in a.to_frame().set_index("fact").loc["feed-forward", "value"]
 
 
 @pytest.mark.parametrize("name", ["GPT2Config", "Gemma2Config", "Qwen2MoeConfig"])

@@ -171,6 +171,17 @@ def test_olmo3_rope_llmviz_cannot_split_by_layer_type_is_named():
         config_from_hf(config)
 
 
+def test_qwen3_5_fields_llmviz_would_misread_are_named(make_hf):
+    config = make_hf("qwen3_5").config
+    config.rope_parameters = dict(config.rope_parameters, mrope_section=[2, 2])
+    with pytest.raises(ValueError, match=r"qwen3_5_text: mrope_section=\[2, 2\]; expected three counts"):
+        config_from_hf(config)
+    config = make_hf("qwen3_5_moe").config
+    config.mlp_only_layers = [0]  # a dense layer, but no width for it
+    with pytest.raises(ValueError, match="qwen3_5_moe_text: no intermediate_size, but not every layer"):
+        config_from_hf(config)
+
+
 def test_packed_qwen3_next_tensor_of_the_wrong_size_is_refused(make_hf):
     hf = make_hf("qwen3_next")
     sd = hf.state_dict()
