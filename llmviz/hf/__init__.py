@@ -20,11 +20,12 @@ gemma3_text, olmo2, phi3, gpt2, smollm3 (NoPE layers), and the 2025 ones: mixtra
 qwen3_moe (mixtures of experts, Qwen2-MoE's sigmoid-gated shared expert), deepseek_v3 (latent
 attention, sigmoid routing with a choice bias and expert groups, shared experts; its
 multi-token-prediction layers skipped), gpt_oss (learned sinks, alternating sliding and full
-layers, YaRN, biased experts with its clamped GLU) and qwen3_next (Gated DeltaNet layers, gated
+layers, YaRN, biased experts with its clamped GLU), qwen3_next (Gated DeltaNet layers, gated
 attention, partial rotary, gated shared expert), qwen3_5_text and qwen3_5_moe_text (Qwen3.5's
 text models, the same stack with its projections stored apart; their multimodal RoPE is plain
-rotary on text) and olmo3 (OLMo 2's block with sliding and full layers, RoPE per layer type). Refused by name (:data:`REFUSED`): deepseek_v2
-(its router ranks expert groups differently) and gemma3 (the vision-language wrapper).
+rotary on text) and olmo3 (OLMo 2's block with sliding and full layers, RoPE per layer type).
+Refused by name (:data:`REFUSED`): deepseek_v2 (its router ranks expert groups differently), and
+gemma3, qwen3_5 and qwen3_5_moe (vision-language wrappers: load their text models).
 Single layers of some of them map onto llmviz modules already (:mod:`.layers`).
 """
 

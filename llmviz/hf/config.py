@@ -33,6 +33,10 @@ REFUSED = {
                    "DeepSeek-V3 checkpoints (model_type 'deepseek_v3') load",
     "gemma3": "a vision-language model; load its text part (Gemma3ForCausalLM, model_type "
               "'gemma3_text') instead",
+    "qwen3_5": "a vision-language model; load its text part (Qwen3_5ForCausalLM, model_type "
+               "'qwen3_5_text') instead",
+    "qwen3_5_moe": "a vision-language model; load its text part (Qwen3_5MoeForCausalLM, model_type "
+                   "'qwen3_5_moe_text') instead",
 }
 
 
