@@ -18,7 +18,8 @@ path's time includes copying its much larger cache, which a preallocated cache w
 Sizes default to DeepSeek-V2/V3's per-head dims (r=512, dn=128, dr=64, dv=128) with 16 heads and
 d_model 1024. Ratios < 1 mean the first-named is faster.
 
-Run: ``python -m benchmarks.bench_mla [--cache 4096] [--heads 16] [--threads 1] [--repeats 5] [--quick]``.
+Run: ``python -m benchmarks.bench_mla [--cache 4096] [--heads 16] [--threads 1] [--repeats 5]
+[--device cpu|cuda] [--quick]`` (default device: CUDA when present).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def _expanded_step(m: MultiHeadLatentAttention, x: torch.Tensor, k_cache: torch.
     S = k_cache.shape[2]
     q_nope, q_rope = m.queries(x)
     c, k_rope = m.latents(x)
-    pos = torch.arange(S, S + T)
+    pos = torch.arange(S, S + T, device=x.device)
     q_rope, k_rope = m.rope(q_rope, k_rope, pos, seq_len=S + T)
     kv = m.kv_b_proj(c).view(B, T, m.n_heads, -1).transpose(1, 2)  # the new token only
     k_nope, v = kv.split([m.qk_nope_head_dim, m.v_head_dim], dim=-1)
@@ -55,17 +56,18 @@ def _expanded_step(m: MultiHeadLatentAttention, x: torch.Tensor, k_cache: torch.
 
 
 def main(argv: list[str] | None = None) -> list:
-    parser = bench_parser(__doc__, sizes=dict(
+    parser = bench_parser(__doc__, device=True, sizes=dict(
         batch=(1, 1), cache=(4096, 64), d_model=(1024, 128), heads=(16, 2),
         kv_lora_rank=(512, 32), q_lora_rank=(384, 32)))
     args = parser.parse_args(argv)
+    dev = torch.device(args.device)
     torch.manual_seed(0)
     m = MultiHeadLatentAttention(
         args.d_model, args.heads, kv_lora_rank=args.kv_lora_rank, q_lora_rank=args.q_lora_rank,
-        qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128).eval()
+        qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128).eval().to(dev)
     B, S = args.batch, args.cache
-    prompt = torch.randn(B, S, args.d_model) * 0.5
-    x = torch.randn(B, 1, args.d_model) * 0.5
+    prompt = (torch.randn(B, S, args.d_model) * 0.5).to(dev)
+    x = (torch.randn(B, 1, args.d_model) * 0.5).to(dev)
     cache = LatentCache()
     with torch.no_grad():
         m(prompt, cache=cache, absorbed=True)  # fill the latent cache with S tokens
@@ -87,7 +89,7 @@ def main(argv: list[str] | None = None) -> list:
     per_token = m.cache_bytes_per_token()
     print(header(
         f"MLA decode step, B={B}, cache {S} tokens, d_model={args.d_model}, H={args.heads}, "
-        f"r={args.kv_lora_rank}, dn=128, dr=64, dv=128, float32; max difference {diff:.1e}"))
+        f"r={args.kv_lora_rank}, dn=128, dr=64, dv=128, float32, {dev.type}; max difference {diff:.1e}"))
     print(f"cache bytes (one layer): latent {latent_bytes / 2**20:.2f} MiB "
           f"({per_token['latent']} B/token), expanded keys+values {expanded_bytes / 2**20:.2f} MiB "
           f"({per_token['expanded']} B/token), ratio {expanded_bytes / latent_bytes:.1f}x")

@@ -9,7 +9,8 @@ default when torch has ``grouped_mm``). The llmviz layer is built from the block
 script stops. Ratios are llmviz / HF (< 1: llmviz is faster), the median of interleaved rounds
 with a 95% interval.
 
-Run: ``python -m benchmarks.bench_moe [--threads 1] [--repeats 5] [--d-expert 512] [--quick]``.
+Run: ``python -m benchmarks.bench_moe [--threads 1] [--repeats 5] [--d-expert 512] [--device cpu|cuda]
+[--quick]`` (default device: CUDA when present).
 """
 
 from __future__ import annotations
@@ -54,13 +55,14 @@ def _blocks(kind: str, d: int, f: int, experts: int, k: int) -> dict[str, torch.
 
 
 def main(argv: list[str] | None = None) -> list:
-    parser = bench_parser(__doc__, threads=[1], sizes=dict(
+    parser = bench_parser(__doc__, threads=[1], device=True, sizes=dict(
         batch=(8, 2), seq=(512, 16), d_model=(256, 32), d_expert=(512, 16), experts=(8, 4),
         top_k=(2, 2)))
     args = parser.parse_args(argv)
     transformers.logging.set_verbosity_error()
     torch.manual_seed(1)
-    x = torch.randn(args.batch, args.seq, args.d_model)
+    dev = torch.device(args.device)
+    x = torch.randn(args.batch, args.seq, args.d_model).to(dev)
 
     def step(module: torch.nn.Module) -> None:
         # same loss on both sides, gradients into the input and every weight
@@ -70,7 +72,8 @@ def main(argv: list[str] | None = None) -> list:
 
     rows = []
     for kind in ("mixtral", "qwen3_moe"):
-        peers = _blocks(kind, args.d_model, args.d_expert, args.experts, args.top_k)
+        peers = {k: m.to(dev) for k, m in _blocks(kind, args.d_model, args.d_expert, args.experts,
+                                                  args.top_k).items()}
         ours = moe_from_hf(peers["eager"]).train()
         with torch.no_grad():
             want = peers["eager"](x)
@@ -79,7 +82,7 @@ def main(argv: list[str] | None = None) -> list:
         if diff > 1e-4:
             raise SystemExit(f"llmviz and HF {kind} disagree: max difference {diff:.2e}")
         print(header(f"MoE layer d={args.d_model}, {args.experts} experts of width {args.d_expert}, "
-                     f"top-{args.top_k}, B={args.batch}, T={args.seq}, float32, vs HF {kind} "
+                     f"top-{args.top_k}, B={args.batch}, T={args.seq}, float32, {dev.type}, vs HF {kind} "
                      f"block; max output difference {diff:.1e}"))
         for impl, peer in peers.items():
             for threads in args.threads:
