@@ -302,7 +302,7 @@ class _ToyRope(torch.nn.Module):
 
     def forward(self, q, k, positions):
         D = q.shape[-1]
-        inv = 1.0 / 10000 ** (torch.arange(0, D, 2, dtype=torch.float32) / D)
+        inv = 1.0 / 10000 ** (torch.arange(0, D, 2, dtype=torch.float32, device=positions.device) / D)
         ang = positions.float()[..., None] * inv  # (T, D/2)
         cos, sin = torch.cat([ang.cos()] * 2, -1), torch.cat([ang.sin()] * 2, -1)
 
