@@ -13,12 +13,12 @@ from typing import Any
 
 from .rope import rope_parameters_of, rope_spec
 
-__all__ = ["ACT", "READERS", "activation", "attr", "check_glu_silu", "decoder", "gemma", "gemma2", "gemma3_text",
-           "gpt2", "llama", "mistral", "olmo2", "olmo3", "phi3", "qwen2", "qwen3", "require",
-           "rope_by_layer_type", "smollm3", "windows"]
+__all__ = ["ACT", "READERS", "activation", "attr", "check_glu_silu", "decoder", "every_layer_window",
+           "gemma", "gemma2", "gemma3_text", "gpt2", "llama", "mistral", "olmo2", "olmo3", "phi3",
+           "qwen2", "qwen3", "require", "rope_by_layer_type", "smollm3", "windows"]
 
 ACT = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh",
-        "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
+       "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -80,13 +80,18 @@ def decoder(c: Any, *, allow_partial: bool = False, rope_params: dict | None = N
         vocab_size=c.vocab_size, d_model=c.hidden_size, n_layers=c.num_hidden_layers,
         n_heads=n_heads, n_kv_heads=attr(c, "num_key_value_heads", n_heads), head_dim=head_dim,
         d_ff=c.intermediate_size if d_ff is None else d_ff, max_seq_len=c.max_position_embeddings,
-        position="rope",
-        rope_base=rope.base, rope_scaling=rope.scaling, rotary_dim=rope.rotary_dim,
+        position="rope", rope_base=rope.base, rope_scaling=rope.scaling, rotary_dim=rope.rotary_dim,
         rope_layout="half", norm="rms", norm_eps=float(c.rms_norm_eps), placement="pre",
         ffn="swiglu", activation=activation(c, "hidden_act") if hasattr(c, "hidden_act") else None,
         bias=False, attn_bias=bool(getattr(c, "attention_bias", False)),
         tie_embeddings=bool(getattr(c, "tie_word_embeddings", False)), layer_windows=windows(c),
     )
+
+
+def every_layer_window(c: Any) -> tuple[int, ...] | None:
+    """``sliding_window`` on every layer (Mistral, Phi-3, Qwen3-MoE), or None when it is unset."""
+    window = getattr(c, "sliding_window", None)
+    return None if window is None else (int(window),) * c.num_hidden_layers
 
 
 def check_glu_silu(c: Any, fields: dict) -> dict:
@@ -104,8 +109,7 @@ def llama(c: Any) -> dict[str, Any]:
 
 def mistral(c: Any) -> dict[str, Any]:
     f = check_glu_silu(c, decoder(c))
-    window = getattr(c, "sliding_window", None)
-    f["layer_windows"] = None if window is None else (int(window),) * c.num_hidden_layers
+    f["layer_windows"] = every_layer_window(c)
     return f
 
 
@@ -138,8 +142,7 @@ def olmo3(c: Any) -> dict[str, Any]:
 
 def phi3(c: Any) -> dict[str, Any]:
     f = check_glu_silu(c, decoder(c, allow_partial=True))
-    window = getattr(c, "sliding_window", None)
-    f["layer_windows"] = None if window is None else (int(window),) * c.num_hidden_layers
+    f["layer_windows"] = every_layer_window(c)
     return f
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._readers import activation, attr, check_glu_silu, decoder, mistral, qwen2, qwen3
+from ._readers import activation, attr, check_glu_silu, decoder, every_layer_window, mistral, qwen2, qwen3
 from .rope import rope_parameters_of, rope_spec
 
 __all__ = ["READERS_2025", "deepseek_v3", "gpt_oss", "mixtral", "moe_layers", "qwen2_moe", "qwen3_5",
@@ -25,12 +25,12 @@ def moe_layers(c: Any) -> tuple[int, ...]:
 
 
 def qwen_moe(c: Any, f: dict) -> dict:
-    # Qwen3.5-MoE has no norm_topk_prob field: its router always renormalises the top k
     layers = moe_layers(c) if attr(c, "num_experts", 0) > 0 else ()
     if not layers:
         return f
     f.update(n_experts=c.num_experts, experts_top_k=c.num_experts_per_tok,
-             expert_d_ff=c.moe_intermediate_size, moe_normalize=bool(attr(c, "norm_topk_prob", True)),
+             expert_d_ff=c.moe_intermediate_size,  # Qwen3.5-MoE has no norm_topk_prob: it always renormalises
+             moe_normalize=bool(attr(c, "norm_topk_prob", True)),
              moe_layers=layers, router_aux_loss_coef=float(attr(c, "router_aux_loss_coef", 0.0)))
     return f
 
@@ -46,8 +46,7 @@ def mixtral(c: Any) -> dict[str, Any]:
 
 def qwen3_moe(c: Any) -> dict[str, Any]:
     f = qwen3(c)
-    window = getattr(c, "sliding_window", None)  # Qwen3-MoE windows every layer when set
-    f["layer_windows"] = None if window is None else (int(window),) * c.num_hidden_layers
+    f["layer_windows"] = every_layer_window(c)  # Qwen3-MoE windows every layer when set
     return qwen_moe(c, f)
 
 
