@@ -236,7 +236,17 @@ def test_command_line_check_passes_on_a_fresh_record_and_fails_an_irreproducible
     data["runs"]["slow"]["0"]["curve"][0] += 0.5
     recorded.record.path.write_text(json.dumps(data))
     assert main(["check", "--no-reproduce"]) == 0  # fresh: only the prefix can tell
-    assert main(["check", recorded.name]) == 1
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["check", recorded.name]) == 1
+    assert f"IRREPRODUCIBLE {recorded.name}.long: prefix 12 steps" in out.getvalue()
+    recorded.record.path.write_text("{")  # a broken file is reported, not a crash
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["check"]) == 1
+    assert f"ERROR {recorded.name}.long: JSONDecodeError" in out.getvalue()
+    assert f"refresh: python -m llmviz.evidence.records run {recorded.name} --size long" \
+        in out.getvalue()
 
 
 def test_verdicts_from_a_record_and_live_side_by_side(recorded):

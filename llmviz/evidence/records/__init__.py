@@ -109,7 +109,12 @@ class Experiment:
             plain JSON values passed to ``fn`` as keywords.
         description: one line for ``list``.
         prefix: training steps the reproducibility check re-runs (enough for 2+ curve points).
+            With :func:`llmviz.train`, train ``min(prefix, steps)`` steps: the warmup does not
+            depend on the total, so a prefix within the warmup follows the full run exactly.
         rtol: relative tolerance of that check on the record's device type.
+
+    The run records which code it executed (a ``sys.settrace`` hook that sees each function
+    once; a few percent of the run's time), for :attr:`Record.stale`.
     """
 
     def __init__(self, name: str, fn: Callable[..., Mapping[str, Any]], *, variants: Any,

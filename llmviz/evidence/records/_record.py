@@ -82,6 +82,8 @@ class Record:
         7.9 min, 2026-11-26"``; a stale record's label ends with why it is stale."""
         text = label(self.size, self.params, self.meta)
         stale = self.stale
+        if stale and len(stale) > 160:  # the full reason is in .stale and in `check`
+            stale = stale[:157].rstrip() + "..."
         return f"{text} (STALE: {stale})" if stale else text
 
     def reproduce(self, variant: str | None = None, seed: int | None = None) -> tuple[bool, str]:
