@@ -246,7 +246,9 @@ class Claim:
         return path
 
     def glue(self, prefix: str) -> dict[str, str]:
-        """Glue ``<prefix>_verdict``, ``_effect``, ``_interval``, ``_n`` and ``_claim``.
+        """Glue ``<prefix>_verdict``, ``_effect``, ``_interval``, ``_n``, ``_claim``, ``_size``
+        (the live size or the record's label) and ``_detectable`` (the smallest detectable
+        effect).
 
         The prose then writes ``{glue:text}`<prefix>_verdict``` and never types a verdict.
         Returns the glued texts (outside a kernel with myst-nb nothing else happens).
@@ -259,6 +261,8 @@ class Claim:
             "interval": self.interval,
             "n": str(self.estimate.n),
             "claim": self.text,
+            "size": self.size,
+            "detectable": self.detectable,
         }
         for key, text in parts.items():
             _glue(f"{prefix}_{key}", text)

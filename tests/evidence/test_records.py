@@ -178,6 +178,15 @@ def test_stale_when_the_code_it_runs_changes_not_when_its_layout_does(recorded):
     assert record.stale == f"code changed: {recorded.lib_name}:sgd_step changed"
     recorded.edit_lib("lr * 3 * x.T", "lr * 2 * x.T")
     assert record.stale is None  # back as it was
+    # the experiment's definition: a new live size, a new description are not its code
+    module = recorded.path / f"{recorded.module}.py"
+    text = module.read_text()
+    module.write_text(text.replace('"cpu": {"steps": 10', '"cpu": {"steps": 12').replace(
+        "least squares by SGD", "least squares"))
+    assert record.stale is None
+    module.write_text(text.replace("import torch\n", "import torch\n\nEXTRA = 1\n", 1))
+    assert record.stale == f"code changed: module-level code of {recorded.module} changed"
+    module.write_text(text)
     # a module-level constant of a module it runs
     recorded.edit_lib("SCALE = 1.0", "SCALE = 2.0")
     assert record.stale == f"code changed: module-level code of {recorded.lib_name} changed"

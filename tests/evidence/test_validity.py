@@ -160,6 +160,9 @@ def test_box_and_record_show_size_checks_and_smallest_detectable_effect(tmp_path
     assert rec["checks"][1] == {"name": "beats the byte bigram", "passed": False,
                                 "detail": fail.detail}
     assert rec["size"].startswith("live: ")
+    glued = claim.glue("ch09_rope")
+    assert glued["ch09_rope_detectable"] == detect and glued["ch09_rope_size"] == claim.size
+    assert glued["ch09_rope_verdict"] == CANNOT_DECIDE
     plain = Claim("x", summarize([1.0, 2.0, 3.0]), device="cpu", size="long record: 1600 steps")
     assert plain.record()["checks"] == [] and "Validity" not in plain._repr_html_()
     assert plain.record()["size"] == "long record: 1600 steps"

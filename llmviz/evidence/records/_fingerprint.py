@@ -5,7 +5,9 @@ not be thrown away because a comment was reworded. So a record stores, for every
 run *actually executed* in the library (or beside the experiment's own module), a hash of that
 function's source normalised by ``ast`` (comments, docstrings and formatting do not reach the
 syntax tree), plus one hash per module touched of its module-level statements other than
-functions and imports (constants, class fields such as a config dataclass's defaults).
+functions, imports and ``Experiment(...)`` definitions (constants, class fields such as a config
+dataclass's defaults). An experiment's parameters are compared size by size instead, so tuning
+its live size leaves its long record fresh.
 
 * :class:`CodeTracer` collects the functions: a ``sys.settrace`` hook that sees each code object
   once (it returns no local tracer, so the run's speed is not affected beyond one call per
@@ -192,6 +194,8 @@ def _skeleton(node: ast.AST) -> list[ast.AST]:
             isinstance(t, ast.Name) and t.id == "__all__" for t in stmt.targets
         ):
             continue
+        if _defines_experiment(stmt):  # its params are compared one by one, size by size
+            continue
         if isinstance(stmt, ast.ClassDef):
             shell = copy.copy(stmt)
             shell.body = _skeleton(stmt) or [ast.Pass()]
@@ -199,6 +203,15 @@ def _skeleton(node: ast.AST) -> list[ast.AST]:
             continue
         out.append(stmt)
     return out
+
+
+def _defines_experiment(stmt: ast.stmt) -> bool:
+    """``name = Experiment(...)``: the definition's sizes, description and prefix are not code
+    (a new live size must not make the long record stale)."""
+    value = getattr(stmt, "value", None) if isinstance(stmt, (ast.Assign, ast.AnnAssign)) else None
+    func = getattr(value, "func", None) if isinstance(value, ast.Call) else None
+    name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+    return name == "Experiment"
 
 
 def _module_hash(tree: ast.Module) -> str:
