@@ -36,8 +36,10 @@ from typing import Any
 __all__ = ["CodeTracer", "fingerprint", "changes", "module_of"]
 
 _OWN_FILE = str(Path(__file__).resolve())  # the tracer's own exit is not the run's code
-#: Parsed files, by path, with the (mtime, size) they were read at.
-_TREES: dict[str, tuple[tuple[int, int], ast.Module]] = {}
+#: Parsed files, by path: the (mtime, size) they were read at, the tree, the hashes taken.
+_TREES: dict[str, tuple[tuple[int, int], ast.Module, dict[str, str | None]]] = {}
+#: Module name -> its source file.
+_PATHS: dict[str, Path | None] = {}
 
 
 class CodeTracer:
@@ -105,23 +107,45 @@ class CodeTracer:
 
 
 def module_of(module: str) -> Path | None:
-    """The source file of ``module`` (without importing it), or None."""
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
+    """The source file of ``module`` (found once, without importing it), or None."""
+    if module not in _PATHS:
+        try:
+            spec = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            spec = None
+        origin = getattr(spec, "origin", None)
+        _PATHS[module] = Path(origin) if origin and origin.endswith(".py") else None
+    return _PATHS[module]
+
+
+def _source(path: Path | None) -> tuple[ast.Module, dict[str, str | None]] | None:
+    """The file's syntax tree and a memo of the hashes taken from it, re-read when the file
+    changes; None when it is gone."""
+    if path is None:
         return None
-    origin = getattr(spec, "origin", None)
-    return Path(origin) if origin and origin.endswith(".py") else None
-
-
-def _tree(path: Path) -> ast.Module:
-    stat = path.stat()
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
     key = (stat.st_mtime_ns, stat.st_size)
     cached = _TREES.get(str(path))
     if cached is None or cached[0] != key:
-        cached = (key, ast.parse(path.read_text(), filename=str(path)))
+        tree = _strip_docstrings(ast.parse(path.read_text(), filename=str(path)))
+        cached = (key, tree, {})
         _TREES[str(path)] = cached
-    return cached[1]
+    return cached[1], cached[2]
+
+
+def _hash(path: Path | None, qualname: str | None) -> str | None:
+    """The hash of function ``qualname`` in ``path`` (None: of the module's other code)."""
+    source = _source(path)
+    if source is None:
+        return None
+    tree, memo = source
+    slot = qualname or ""
+    if slot not in memo:
+        memo[slot] = _function_hash(tree, qualname) if qualname else _digest(_skeleton(tree))
+    return memo[slot]
 
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -141,19 +165,20 @@ def _defs_named(node: ast.AST, name: str) -> list[ast.AST]:
     return found
 
 
-def _strip_docstrings(node: ast.AST) -> ast.AST:
-    node = copy.deepcopy(node)
-    for n in ast.walk(node):
+def _strip_docstrings(tree: ast.AST) -> ast.AST:
+    """Remove every docstring from ``tree``, in place (the cached trees exist only to be
+    hashed)."""
+    for n in ast.walk(tree):
         body = getattr(n, "body", None)
         if isinstance(n, (*_DEFS, ast.Module)) and body and isinstance(body[0], ast.Expr) and (
             isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)
         ):
             n.body = body[1:] or [ast.Pass()]
-    return node
+    return tree
 
 
 def _digest(nodes: list[ast.AST]) -> str:
-    text = "\n".join(ast.dump(_strip_docstrings(n)) for n in nodes)
+    text = "\n".join(ast.dump(n) for n in nodes)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -196,6 +221,9 @@ def _skeleton(node: ast.AST) -> list[ast.AST]:
             continue
         if _defines_experiment(stmt):  # its params are compared one by one, size by size
             continue
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(
+                stmt.value.value, str):  # a docstring
+            continue
         if isinstance(stmt, ast.ClassDef):
             shell = copy.copy(stmt)
             shell.body = _skeleton(stmt) or [ast.Pass()]
@@ -214,22 +242,18 @@ def _defines_experiment(stmt: ast.stmt) -> bool:
     return name == "Experiment"
 
 
-def _module_hash(tree: ast.Module) -> str:
-    return _digest(_skeleton(_strip_docstrings(tree)))
-
-
 def fingerprint(functions: dict[str, list[str]]) -> dict[str, dict[str, str]]:
     """``{"functions": {"module:qualname": hash}, "modules": {module: hash}}`` for the names in
     ``functions`` (``{module: [qualname, ...]}``), hashed from their files now."""
     out: dict[str, dict[str, str]] = {"functions": {}, "modules": {}}
     for module, names in sorted(functions.items()):
         path = module_of(module)
-        if path is None:
+        digest = _hash(path, None)
+        if digest is None:
             continue
-        tree = _tree(path)
-        out["modules"][module] = _module_hash(tree)
+        out["modules"][module] = digest
         for name in names:
-            digest = _function_hash(tree, name)
+            digest = _hash(path, name)
             if digest is not None:
                 out["functions"][f"{module}:{name}"] = digest
     return out
@@ -239,15 +263,14 @@ def changes(stored: dict[str, dict[str, str]]) -> list[str]:
     """What changed since ``stored`` (a :func:`fingerprint`) was taken: one phrase per change."""
     out = []
     for module, digest in sorted(stored.get("modules", {}).items()):
-        path = module_of(module)
-        if path is None:
+        now = _hash(module_of(module), None)
+        if now is None:
             out.append(f"module {module} no longer exists")
-        elif _module_hash(_tree(path)) != digest:
+        elif now != digest:
             out.append(f"module-level code of {module} changed")
     for key, digest in sorted(stored.get("functions", {}).items()):
         module, name = key.split(":", 1)
-        path = module_of(module)
-        now = _function_hash(_tree(path), name) if path is not None else None
+        now = _hash(module_of(module), name)
         if now is None:
             out.append(f"{key} no longer exists")
         elif now != digest:
