@@ -22,6 +22,7 @@ A chapter's experiment, end to end::
 """
 
 from .claims import CHAPTER_ENV, CLAIMS_DIR_ENV, Claim, claims_file, glue_number, glue_text
+from .mystglue import glue
 from .seeds import Runs, run_grid, run_seeds
 from .stats import (
     Estimate,
@@ -47,6 +48,7 @@ __all__ = [
     "Claim",
     "glue_number",
     "glue_text",
+    "glue",
     "proportion",
     "decide",
     "HOLDS",
