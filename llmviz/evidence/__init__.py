@@ -2,7 +2,8 @@
 
 * :mod:`~llmviz.evidence.stats`: :class:`Estimate`, :func:`summarize`, :func:`paired`,
   :func:`paired_ratio`, :func:`paired_bootstrap`, :func:`t_quantile`.
-* :mod:`~llmviz.evidence.seeds`: :func:`run_seeds` (parallel over cores) and :class:`Runs`.
+* :mod:`~llmviz.evidence.seeds`: :func:`run_seeds` (parallel over cores on a CPU, in turn on
+  a GPU; :mod:`~llmviz.evidence.strategy` decides) and :class:`Runs`.
 * :mod:`~llmviz.evidence.verdict`: the three verdicts and :func:`decide`.
 * :mod:`~llmviz.evidence.claims`: :class:`Claim` (box, glue, claims registry) and
   :func:`glue_number`.
