@@ -2,7 +2,8 @@
 
 * :mod:`~llmviz.evidence.stats`: :class:`Estimate`, :func:`summarize`, :func:`paired`,
   :func:`paired_ratio`, :func:`paired_bootstrap`, :func:`t_quantile`.
-* :mod:`~llmviz.evidence.seeds`: :func:`run_seeds` (parallel over cores) and :class:`Runs`.
+* :mod:`~llmviz.evidence.seeds`: :func:`run_seeds` (parallel over cores on a CPU, in turn on
+  a GPU; :mod:`~llmviz.evidence.strategy` decides) and :class:`Runs`.
 * :mod:`~llmviz.evidence.verdict`: the verdicts and :func:`decide`.
 * :mod:`~llmviz.evidence.validity`: what lets an experiment decide its claim, computed:
   :class:`Check`, :func:`beats_baseline`, :func:`positive_control`, :func:`can_detect`,
@@ -40,6 +41,7 @@ from .records import (
     experiments,
     records_dir,
 )
+from .mystglue import glue
 from .seeds import Runs, run_grid, run_seeds
 from .stats import (
     Estimate,
@@ -73,6 +75,7 @@ __all__ = [
     "Claim",
     "glue_number",
     "glue_text",
+    "glue",
     "proportion",
     "decide",
     "HOLDS",

@@ -67,6 +67,7 @@ def run_meta(size: str, runs: Any, wall_s: float, processes: int | None, jobs: i
         "threads": 1,  # every job runs torch on one thread (see llmviz.evidence.seeds)
         "processes": workers,
         "parallel": bool(runs.parallel),
+        "strategy": getattr(runs, "strategy", "fork" if runs.parallel else "serial"),
         "cores": _cores(),
         "wall_s": round(wall_s, 2),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),

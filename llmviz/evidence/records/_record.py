@@ -46,7 +46,8 @@ class Record:
         self.meta: dict[str, Any] = data["meta"]
         results = {int(s): {v: data["runs"][v][s] for v in data["variants"]}
                    for s in map(str, data["seeds"])}
-        self.runs = Runs(results, parallel=bool(self.meta.get("parallel")))
+        how = self.meta.get("strategy") or ("fork" if self.meta.get("parallel") else "serial")
+        self.runs = Runs(results, strategy=how)
 
     def __repr__(self) -> str:
         return f"Record({self.experiment.name!r}, {self.label!r})"
