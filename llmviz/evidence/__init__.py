@@ -34,6 +34,7 @@ from .claims import CHAPTER_ENV, CLAIMS_DIR_ENV, Claim, claims_file, glue_number
 from .compare import SideBySide, compare_verdicts, side_by_side
 from .records import (
     EXPERIMENTS_ENV,
+    RECORDING_ENV,
     RECORDS_DIR_ENV,
     SIZES,
     Experiment,
@@ -96,6 +97,7 @@ __all__ = [
     "SIZES",
     "RECORDS_DIR_ENV",
     "EXPERIMENTS_ENV",
+    "RECORDING_ENV",
     "compare_verdicts",
     "side_by_side",
     "SideBySide",

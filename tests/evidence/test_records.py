@@ -20,6 +20,7 @@ from llmviz.evidence import (
     CANNOT_DECIDE,
     EXPERIMENTS_ENV,
     HOLDS,
+    RECORDING_ENV,
     RECORDS_DIR_ENV,
     Claim,
     Experiment,
@@ -58,6 +59,8 @@ def unused():
 '''
 
 EXP = '''
+import os
+
 import torch
 
 from llmviz.evidence import Experiment
@@ -75,7 +78,8 @@ def run(variant, seed, *, prefix=None, steps, every):
             curve.append(loss)
     if prefix is not None:
         return {{"curve": curve}}
-    return {{"curve": curve, "loss": lib.sgd_step(w, x, y, 0.0)[1]}}
+    recording = float(os.environ.get("LLMVIZ_RECORDING") == "{name}.long")
+    return {{"curve": curve, "loss": lib.sgd_step(w, x, y, 0.0)[1], "recording": recording}}
 
 
 toy = Experiment("{name}", run, variants=["slow", "fast"], seeds=[0, 1, 2],
@@ -145,6 +149,9 @@ def test_a_record_holds_runs_params_and_meta(recorded):
     live = run_grid(lambda v, s: exp.fn(v, s, **exp.params("long")), exp.variants, exp.seeds)
     assert rec.runs.values("fast", "loss") == live.values("fast", "loss")
     assert rec.runs.curves("slow", "curve") == live.curves("slow", "curve")
+    # the runs knew they were being recorded (to bypass caches); the live run did not
+    assert rec.runs.values("fast", "recording") == [1.0] * 3
+    assert live.values("fast", "recording") == [0.0] * 3 and RECORDING_ENV not in os.environ
     assert rec.label.startswith("long record: 40 steps, cpu (") and rec.label.endswith(rec.meta["date"][:10])
     assert exp.record("long").runs.values("slow", "loss") == rec.runs.values("slow", "loss")
 
@@ -186,6 +193,16 @@ def test_stale_when_the_code_it_runs_changes_not_when_its_layout_does(recorded):
     assert record.stale is None
     module.write_text(text.replace("import torch\n", "import torch\n\nEXTRA = 1\n", 1))
     assert record.stale == f"code changed: module-level code of {recorded.module} changed"
+    module.write_text(text)
+    # sizes kept in module constants (and the constants those are built from) are parameters
+    shared = text.replace('sizes={"cpu": {"steps": 10, "every": 2}, ', "sizes=SIZES,").replace(
+        '"long": {"steps": 40, "every": 5}},', "").replace(
+        "import torch\n", 'import torch\n\nBASE = {"every": 5}\n'
+        'SIZES = {"cpu": {"steps": 10, "every": 2}, "long": dict(BASE, steps=40)}\n', 1)
+    module.write_text(shared)
+    assert record.stale is None, shared
+    module.write_text(shared.replace('"every": 2', '"every": 3').replace('"every": 5', '"every": 4'))
+    assert record.stale is None  # (the loaded experiment, not the file, holds the parameters)
     module.write_text(text)
     # a module-level constant of a module it runs
     recorded.edit_lib("SCALE = 1.0", "SCALE = 2.0")

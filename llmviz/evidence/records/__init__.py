@@ -49,7 +49,7 @@ from typing import Any
 
 from ..._checks import check_choice, check_positive, check_positive_int
 from ._fingerprint import CodeTracer, fingerprint
-from ._meta import PACKAGE_DIR, dumps, run_meta
+from ._meta import PACKAGE_DIR, RECORDING_ENV, dumps, recording, run_meta
 from ._record import CROSS_DEVICE_RTOL, FORMAT, Record
 from ..seeds import Runs, run_grid
 
@@ -62,6 +62,7 @@ __all__ = [
     "SIZES",
     "RECORDS_DIR_ENV",
     "EXPERIMENTS_ENV",
+    "RECORDING_ENV",
     "CROSS_DEVICE_RTOL",
 ]
 
@@ -196,7 +197,8 @@ class Experiment:
                 return out
 
             start = time.perf_counter()
-            runs = run_grid(job, self.variants, self.seeds, processes=processes)
+            with recording(f"{self.name}.{size}"):
+                runs = run_grid(job, self.variants, self.seeds, processes=processes)
             wall = time.perf_counter() - start
             reports = [json.loads(p.read_text()) for p in sorted(Path(tmp).glob("*.json"))]
         functions: dict[str, set[str]] = {self.fn.__module__: {self.fn.__qualname__}}

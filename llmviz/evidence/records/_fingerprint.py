@@ -209,37 +209,62 @@ def _function_hash(tree: ast.Module, qualname: str) -> str | None:
     return _digest(found) if found else None
 
 
-def _skeleton(node: ast.AST) -> list[ast.AST]:
-    """Module- or class-level statements other than functions, imports and ``__all__``."""
+def _skeleton(node: ast.AST, skip: frozenset[str] | None = None) -> list[ast.AST]:
+    """Module- or class-level statements other than functions, imports, ``__all__``, docstrings
+    and an experiment's definition (``x = Experiment(...)`` and the module constants its
+    ``sizes=`` is built from: its parameters are compared size by size instead, so a new live
+    size leaves the long record fresh)."""
+    skip = _size_names(node) if skip is None else skip
     out = []
     for stmt in getattr(node, "body", []):
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Import, ast.ImportFrom)):
             continue
-        if isinstance(stmt, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "__all__" for t in stmt.targets
-        ):
-            continue
-        if _defines_experiment(stmt):  # its params are compared one by one, size by size
+        targets = _targets(stmt)
+        if targets and (targets <= skip | {"__all__"} or _experiment_call(stmt.value)):
             continue
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(
                 stmt.value.value, str):  # a docstring
             continue
         if isinstance(stmt, ast.ClassDef):
             shell = copy.copy(stmt)
-            shell.body = _skeleton(stmt) or [ast.Pass()]
+            shell.body = _skeleton(stmt, frozenset()) or [ast.Pass()]
             out.append(shell)
             continue
         out.append(stmt)
     return out
 
 
-def _defines_experiment(stmt: ast.stmt) -> bool:
-    """``name = Experiment(...)``: the definition's sizes, description and prefix are not code
-    (a new live size must not make the long record stale)."""
-    value = getattr(stmt, "value", None) if isinstance(stmt, (ast.Assign, ast.AnnAssign)) else None
+def _targets(stmt: ast.stmt) -> set[str]:
+    """The names a plain ``x = ...`` / ``x: t = ...`` statement binds (empty for anything else)."""
+    if isinstance(stmt, ast.Assign):
+        names = [t.id for t in stmt.targets if isinstance(t, ast.Name)]
+        return set(names) if len(names) == len(stmt.targets) else set()
+    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value:
+        return {stmt.target.id}
+    return set()
+
+
+def _experiment_call(value: ast.AST | None) -> bool:
     func = getattr(value, "func", None) if isinstance(value, ast.Call) else None
     name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
     return name == "Experiment"
+
+
+def _size_names(tree: ast.AST) -> frozenset[str]:
+    """Module-level names the ``sizes=`` of an ``Experiment(...)`` call is built from, and the
+    module-level names those are built from in turn."""
+    values = {name: stmt.value for stmt in getattr(tree, "body", []) for name in _targets(stmt)}
+    todo = [n.id for call in ast.walk(tree) if _experiment_call(call)
+            for kw in call.keywords if kw.arg == "sizes"
+            for n in ast.walk(kw.value) if isinstance(n, ast.Name)]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in values:
+            continue
+        seen.add(name)
+        todo += [n.id for n in ast.walk(values[name]) if isinstance(n, ast.Name)]
+    return frozenset(seen)
 
 
 def fingerprint(functions: dict[str, list[str]]) -> dict[str, dict[str, str]]:

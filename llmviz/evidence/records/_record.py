@@ -9,7 +9,7 @@ from typing import Any
 from ..._checks import check_choice
 from ..seeds import Runs, run_grid
 from ._fingerprint import changes
-from ._meta import label
+from ._meta import label, recording
 
 __all__ = ["Record", "FORMAT", "CROSS_DEVICE_RTOL"]
 
@@ -104,8 +104,9 @@ class Record:
         same = here == self.meta.get("device")
         rtol = self.experiment.rtol if same else CROSS_DEVICE_RTOL
         fn, params = self.experiment.fn, self.params
-        fresh = run_grid(lambda v, s: fn(v, s, prefix=prefix, **params), [variant], [seed],
-                         processes=1)[seed][variant]  # in this process, on one thread
+        with recording(f"{self.experiment.name}.{self.size}"):
+            fresh = run_grid(lambda v, s: fn(v, s, prefix=prefix, **params), [variant], [seed],
+                             processes=1)[seed][variant]  # in this process, on one thread
         stored = self.runs[seed][variant]
         compared, worst = 0, (0.0, "")
         for path, curve in _curves(fresh):
