@@ -168,6 +168,11 @@ def test_fresh_until_a_parameter_changes(recorded):
     more = Experiment(recorded.name, recorded.exp.fn, variants=["slow", "fast"],
                       seeds=[0, 1, 2, 3], sizes=recorded.exp.sizes)
     assert "seeds changed: [0, 1, 2] -> [0, 1, 2, 3]" in more.record("long").stale
+    by_size = Experiment(recorded.name, recorded.exp.fn, variants=["slow", "fast"],
+                         seeds=[0, 1, 2], sizes=recorded.exp.sizes, prefix={"long": 7})
+    assert by_size.prefix_for("long") == 7 and by_size.record("long").stale is None
+    with pytest.raises(ValueError, match="gives no prefix for size 'cpu'"):
+        by_size.prefix_for("cpu")
 
 
 def test_stale_when_the_code_it_runs_changes_not_when_its_layout_does(recorded):
@@ -320,6 +325,8 @@ def _fn(variant, seed, *, prefix=None, steps):
         (dict(sizes={"long": {"steps": object()}}), TypeError, "plain JSON values"),
         (dict(sizes={"long": {"prefix": 3}}), ValueError, "may not define 'prefix'"),
         (dict(prefix=0), ValueError, "prefix must be a positive int"),
+        (dict(prefix={"full": 5}), ValueError, "prefix size='full' is not supported"),
+        (dict(prefix={"long": 0}), ValueError, r"prefix\['long'\] must be a positive int"),
     ],
 )
 def test_bad_experiments_are_refused(kwargs, exc, match):

@@ -99,7 +99,7 @@ class Record:
         seed = self.data["seeds"][0] if seed is None else seed
         check_choice(variant, "variant", self.data["variants"])
         check_choice(seed, "seed", self.data["seeds"])
-        prefix = self.data.get("prefix", self.experiment.prefix)
+        prefix = self.data.get("prefix") or self.experiment.prefix_for(self.size)
         here = device().type
         same = here == self.meta.get("device")
         rtol = self.experiment.rtol if same else CROSS_DEVICE_RTOL
