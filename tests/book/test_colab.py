@@ -47,7 +47,8 @@ from gpu_check import BLOCKED, BLOCKER, kernel_env, run_notebook  # noqa: E402
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 #: Chapters run end to end (4.): the two that failed on Colab. Measured here on a shared 2-core
-#: machine: 18 in 278 s, 19 in 449 s (inflated by other jobs). ``LLMVIZ_COLAB_CHAPTERS=all`` runs
+#: machine: 18 in 274-278 s, 19 in 449 s and once over 600 s (inflated by other jobs; each is
+#: one of the twenty chapters the build executes in about 12 minutes). ``LLMVIZ_COLAB_CHAPTERS=all`` runs
 #: every chapter this way (tools/gpu_check.py does the same on a GPU and times it).
 _SELECTED = os.environ.get("LLMVIZ_COLAB_CHAPTERS", "18,19")
 END_TO_END = [p.stem for p in NOTEBOOKS if _SELECTED == "all"
@@ -174,7 +175,8 @@ def test_every_chapters_imports_run_in_a_colab_kernel():
 @pytest.mark.parametrize("stem", END_TO_END)
 def test_chapter_runs_top_to_bottom_in_a_colab_kernel(stem: str):
     nb = nbformat.read(ROOT / "notebooks" / f"{stem}.ipynb", as_version=4)
-    result = run_notebook(nb, env=kernel_env("cpu"), cwd=ROOT / "notebooks", timeout=600)
+    # a cell's limit, generous: on a loaded machine chapter 19's seeds cell passed 600 s once
+    result = run_notebook(nb, env=kernel_env("cpu"), cwd=ROOT / "notebooks", timeout=1200)
     assert result["ok"], f"{stem} on the Colab stack: {result['error']}"
     printed = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
     if "glue" in "".join(c.source for c in nb.cells[1:-1]):
