@@ -4,7 +4,10 @@
   :func:`paired_ratio`, :func:`paired_bootstrap`, :func:`t_quantile`.
 * :mod:`~llmviz.evidence.seeds`: :func:`run_seeds` (parallel over cores on a CPU, in turn on
   a GPU; :mod:`~llmviz.evidence.strategy` decides) and :class:`Runs`.
-* :mod:`~llmviz.evidence.verdict`: the three verdicts and :func:`decide`.
+* :mod:`~llmviz.evidence.verdict`: the verdicts and :func:`decide`.
+* :mod:`~llmviz.evidence.validity`: what lets an experiment decide its claim, computed:
+  :class:`Check`, :func:`beats_baseline`, :func:`positive_control`, :func:`can_detect`,
+  :func:`min_detectable`; a failed check makes the verdict :data:`CANNOT_DECIDE`.
 * :mod:`~llmviz.evidence.claims`: :class:`Claim` (box, glue, claims registry) and
   :func:`glue_number`.
 
@@ -34,7 +37,15 @@ from .stats import (
     summarize,
     t_quantile,
 )
-from .verdict import FAILS, HOLDS, UNRESOLVED, VERDICTS, decide
+from .validity import (
+    Check,
+    beats_baseline,
+    can_detect,
+    format_min_detectable,
+    min_detectable,
+    positive_control,
+)
+from .verdict import CANNOT_DECIDE, FAILS, HOLDS, UNRESOLVED, VERDICTS, decide
 
 __all__ = [
     "Estimate",
@@ -55,7 +66,14 @@ __all__ = [
     "HOLDS",
     "FAILS",
     "UNRESOLVED",
+    "CANNOT_DECIDE",
     "VERDICTS",
+    "Check",
+    "beats_baseline",
+    "positive_control",
+    "can_detect",
+    "min_detectable",
+    "format_min_detectable",
     "CLAIMS_DIR_ENV",
     "CHAPTER_ENV",
     "claims_file",
