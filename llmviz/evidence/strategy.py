@@ -66,14 +66,18 @@ def _describe(fn: Any) -> str:
 def check_sendable(fn: Any, where: str = "run_seeds") -> None:
     """Raise a ``TypeError`` naming ``fn`` and the fix unless a spawned worker can receive it."""
     reason = None
-    main = sys.modules.get("__main__")
-    if getattr(fn, "__module__", None) == "__main__" and not getattr(main, "__file__", None):
-        reason = "it is defined in a notebook cell or an interactive session, which a new process cannot import"
+    interactive = not getattr(sys.modules.get("__main__"), "__file__", None)  # a kernel, a REPL
+    notebook = "a notebook cell or an interactive session, which a new process cannot import"
+    if interactive and getattr(fn, "__module__", None) == "__main__":
+        reason = f"it is defined in {notebook}"
     else:
         try:
-            pickle.dumps(fn)
+            data = pickle.dumps(fn)
         except Exception as err:  # pickle raises several types for the same problem
             reason = f"pickling it fails ({type(err).__name__}: {err})"
+        else:  # e.g. a functools.partial or an instance of a class from a notebook cell
+            if interactive and b"__main__" in data:
+                reason = f"it refers to something defined in {notebook}"
     if reason is not None:
         name = _describe(fn)
         short = name.split(".")[-1]

@@ -200,13 +200,19 @@ def train(
             mode) every ``config.eval_every`` steps and after the last step; values go to
             ``history.metrics[name]`` (``name.key`` for a mapping), steps to
             ``history.metric_steps``.
-        progress: show a tqdm progress bar.
+        progress: show a tqdm progress bar (a live widget in Jupyter; never during the book
+            build, ``LLMVIZ_BUILD``, whose pages would keep its last frame, nor in a worker
+            process of ``run_seeds``, whose bars would interleave).
 
     Returns:
         A :class:`History`. On divergence the run stops at once: ``history.diverged`` is True,
         the model keeps its last (non-finite) parameters, and no evaluation or callback runs.
     """
+    from multiprocessing import parent_process
+
     from tqdm.auto import tqdm
+
+    from ..runtime import in_book_build
 
     if not isinstance(config, TrainConfig):
         raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
@@ -233,7 +239,8 @@ def train(
     with torch.random.fork_rng(devices=fork):
         torch.manual_seed(config.seed)
         model.train()
-        bar = tqdm(range(config.steps), disable=not progress, leave=False, desc="train")
+        quiet = not progress or in_book_build() or parent_process() is not None
+        bar = tqdm(range(config.steps), disable=quiet, leave=False, desc="train")
         for step in bar:
             lr = lr_at(step, config)
             for group in optimizer.param_groups:

@@ -96,6 +96,9 @@ def test_spawn_refuses_a_notebook_function(monkeypatch):
     run.__module__, run.__qualname__ = "__main__", "run"
     with pytest.raises(TypeError, match=r"'run' cannot be sent: it is defined in a notebook cell"):
         check_sendable(run)
+    notebook_main.run = run  # found there by the parent's pickle, never by a spawned child
+    with pytest.raises(TypeError, match=r"it refers to something defined in a notebook cell"):
+        check_sendable(functools.partial(run))
 
 
 def test_spawn_refuses_a_function_holding_something_unpicklable():
