@@ -18,7 +18,7 @@ is faster. The peer is always plain ``train()`` on one thread, one model after a
 rates lr and 2 lr) and prints the held-out loss, paired by seed: what a larger batch costs per
 token.
 
-Run: ``python benchmarks/bench_train.py [--models 3] [--steps 10] [--batch 32] [--seq 64]
+Run: ``python benchmarks/bench_train.py [--models 4] [--steps 12] [--batch 32] [--seq 64]
 [--repeats 5] [--device cpu|cuda] [--no-compile] [--quality] [--quick]``.
 """
 
@@ -127,7 +127,7 @@ def held_out_loss(cfg, tokens, val, config: TrainConfig, seed: int, device) -> f
 
 def main(argv: list[str] | None = None) -> list:
     parser = bench_parser(__doc__, device=True, sizes=dict(
-        models=(4, 2), steps=(10, 2), batch=(32, 4), seq=(64, 16), width=(48, 16),
+        models=(4, 2), steps=(12, 4), batch=(32, 4), seq=(64, 16), width=(48, 16),
         layers=(2, 1), quality_steps=(400, 8), seeds=(3, 2)))
     parser.add_argument("--rows", nargs="*", default=list(ROWS), choices=ROWS,
                         help="which alternatives to time (all by default)")
@@ -140,8 +140,11 @@ def main(argv: list[str] | None = None) -> list:
     tokens = ByteTokenizer().encode(load_corpus("prose"))
     train_tokens, val_tokens = train_val_split(tokens, 0.1)
     n, k, B, T = args.models, args.steps, args.batch, args.seq
+    if k % 4:
+        parser.error(f"--steps must be a multiple of 4 (the batch row runs k/4 steps of 4B), "
+                     f"got {k}")
     base = TrainConfig(steps=k, warmup=1, batch_size=B, seq_len=T)
-    big = TrainConfig(**{**vars(base), "steps": max(1, k // 4), "batch_size": 4 * B})
+    big = TrainConfig(**{**vars(base), "steps": k // 4, "batch_size": 4 * B})  # same tokens
     work = n * k * B * T
     print(header(f"train(), {n} models x {k} steps x B={B} x T={T} ({work:,} tokens per call), "
                  f"d={args.width}, {args.layers} layers, float32, {dev}"))
