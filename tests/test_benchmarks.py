@@ -58,3 +58,31 @@ def test_a_benchmark_runs_at_its_quick_size(capsys):
     rows = bench_mla.main(["--quick"])
     assert len(rows) == 2 and all(r.ratio.mean > 0 for r in rows)
     assert "cache 64 tokens" in capsys.readouterr().out
+
+
+def test_the_vmapped_trainer_in_bench_train_does_what_train_does():
+    # bench_train times the stacked models against train() on the same work: the comparison is
+    # fair only if both compute the same thing (batches, AdamW, schedule, clipping per model)
+    from benchmarks.bench_train import StackedTrainer, make_models, model_config
+    from llmviz.training import TrainConfig, train
+
+    cfg = model_config(16, 1, 16)
+    config = TrainConfig(steps=6, warmup=2, batch_size=4, seq_len=16, grad_clip=0.05)
+    tokens = torch.randint(0, 256, (2000,), generator=torch.Generator().manual_seed(0))
+    stacked = StackedTrainer(make_models(cfg, 2, torch.device("cpu")), tokens, config)
+    stacked.run()
+    for i, model in enumerate(make_models(cfg, 2, torch.device("cpu"))):
+        history = train(model, tokens, config=TrainConfig(**{**vars(config), "seed": i}),
+                        progress=False)
+        assert max(history.grad_norm) > config.grad_clip  # the clip acted
+        got = [step[i] for step in stacked.losses]
+        torch.testing.assert_close(torch.tensor(got), torch.tensor(history.loss),
+                                   rtol=1e-4, atol=1e-5)
+
+
+def test_bench_train_runs_at_its_quick_size():
+    from benchmarks import bench_train
+
+    rows = bench_train.main(["--quick", "--no-compile", "--repeats", "1"])
+    assert [r.name.split(":")[0] for r in rows] == ["threads", "processes", "vmap", "batch"]
+    assert all(r.ours.median > 0 and r.peer.median > 0 for r in rows)

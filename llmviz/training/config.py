@@ -37,6 +37,7 @@ class TrainConfig:
     max_loss: float | None = None  # a loss above this also counts as divergence
     seed: int = 0  # seeds the batch generator and the RNG used inside the run
     device: str | None = None  # move the model here first (None: leave it where it is)
+    threads: int | None = None  # torch CPU threads during the run, restored after (None: as is)
 
     def __post_init__(self) -> None:
         check_positive_int(self.steps, "steps")
@@ -58,6 +59,8 @@ class TrainConfig:
         for n in self.eval_lengths:
             check_positive_int(n, "each of eval_lengths")
         check_positive_int(self.eval_windows, "eval_windows")
+        if self.threads is not None:
+            check_positive_int(self.threads, "threads")
         if self.eval_tail is not None:
             check_positive_int(self.eval_tail, "eval_tail")
             short = [n for n in self.lengths if n < self.eval_tail]

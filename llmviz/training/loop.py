@@ -25,6 +25,18 @@ The model is any ``nn.Module`` whose ``forward(input_ids)`` returns an object wi
 tensor itself. The loss is computed here from already-shifted targets, so models that shift
 ``labels`` internally are never asked to.
 
+Speed on a CPU (``benchmarks/bench_train.py``; ratios in the README's "Benchmarks"): a model as
+small as chapter 9's (d=48, 2 layers, B=32, T=64) spends most of a step in its matrix products
+and attention kernels, not in Python. Stacking several seeds into one ``vmap``-ed model was
+slower there (0.84x the tokens per second of one ``train()`` after another; its attention and
+RoPE ops fall back to a per-model loop under ``vmap``) and compiling gained about 1.07x,
+within noise. What pays is one run per core on ONE thread each, as
+:func:`llmviz.evidence.run_seeds` / ``run_grid`` run seeds: a second intra-op thread on such
+small matrices is no faster on an idle machine and many times slower on a busy one (17x,
+under a load of ~28 on 2 cores). ``TrainConfig.threads`` pins the count for one run, e.g.::
+
+    history = train(model, tokens, config=TrainConfig(steps=1600, threads=1, seed=0))
+
 Shape letters: B batch, T sequence length, V vocabulary size.
 """
 
@@ -39,6 +51,7 @@ import torch
 from torch import nn
 
 from .._checks import check_tensor
+from ..runtime import threads as _threads
 from .batches import Batch, BatchSource, batch_reader
 from .config import TrainConfig, lr_at
 from .evaluation import LengthEval, evaluate_lengths, model_device
@@ -236,7 +249,7 @@ def train(
     )
     fork = [device.index or 0] if device.type == "cuda" else []
     start = time.perf_counter()
-    with torch.random.fork_rng(devices=fork):
+    with torch.random.fork_rng(devices=fork), _threads(config.threads):
         torch.manual_seed(config.seed)
         model.train()
         quiet = not progress or in_book_build() or parent_process() is not None

@@ -303,3 +303,21 @@ def test_train_adds_the_models_z_loss():
     with_z = train(model, data, config=cfg, progress=False).loss[0]
     assert math.isclose(plain, ce, rel_tol=1e-5)
     assert math.isclose(with_z, ce + 0.5 * z, rel_tol=1e-5)
+
+
+def test_config_threads_pins_the_count_for_the_run_and_restores_it():
+    before = torch.get_num_threads()
+    wanted = 1 if before != 1 else 2
+    seen = []
+    config = TrainConfig(steps=3, warmup=1, batch_size=2, seq_len=8, threads=wanted)
+    train(_fresh(), _stream(), config=config, progress=False,
+          callbacks={"threads": lambda step, m: seen.append(torch.get_num_threads()) or 0.0})
+    assert seen == [wanted]
+    assert torch.get_num_threads() == before
+
+
+def test_config_threads_must_be_a_positive_int():
+    with pytest.raises(ValueError, match="threads"):
+        TrainConfig(threads=0)
+    with pytest.raises(TypeError, match="threads"):
+        TrainConfig(threads=1.5)
