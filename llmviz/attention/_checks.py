@@ -9,7 +9,7 @@ import torch
 
 from .._checks import check_tensor
 
-__all__ = ["check_qkv", "check_mask", "check_cache_layer"]
+__all__ = ["check_qkv", "check_same_dtype", "check_mask", "check_cache_layer"]
 
 
 def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, int]:
@@ -17,6 +17,7 @@ def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, i
     return ``(H, G)``."""
     for t, name in ((q, "q"), (k, "k"), (v, "v")):
         check_tensor(t, name, ndim=4, floating=True)
+    check_same_dtype(q, k, v)
     B, H, T, D = q.shape
     if k.shape != v.shape[:-1] + (k.shape[-1],) or k.shape[:3] != v.shape[:3]:
         raise ValueError(
@@ -35,6 +36,16 @@ def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, i
             "each kv head serves H // G query heads"
         )
     return H, G
+
+
+def check_same_dtype(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    """q, k and v must share one dtype (outside ``torch.autocast``, where mixing is the point)."""
+    if q.dtype == k.dtype == v.dtype or torch.is_autocast_enabled(q.device.type):
+        return
+    raise TypeError(
+        f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}; cast them "
+        "with .to(q.dtype), or run under torch.autocast"
+    )
 
 
 def check_mask(mask: torch.Tensor | None, target: tuple[int, ...], name: str = "mask") -> None:

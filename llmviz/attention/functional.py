@@ -58,9 +58,10 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .._checks import check_positive, check_positive_int, check_tensor
+from .._checks import check_positive, check_positive_int, check_real, check_tensor
 from ._blocked import blocked_rows, dead_keys
 from ._checks import check_mask, check_qkv, check_sinks
+from ._layout import Layout
 
 __all__ = ["repeat_kv", "attention_weights", "scaled_dot_product_attention"]
 
@@ -119,11 +120,13 @@ def attention_weights(
     softcap: float | None = None,
     is_causal: bool = False,
     sinks: torch.Tensor | None = None,
+    enable_gqa: bool | None = None,
 ) -> torch.Tensor:
     """Attention weights ``softmax(scale * q @ k^T + bias)`` over allowed keys.
 
     Args:
-        q: ``(B, H, T, D)`` queries.
+        q: ``(B, H, T, D)`` queries, or any ``(..., H, T, D)`` (see
+            :func:`scaled_dot_product_attention` for the leading dims).
         k: ``(B, G, S, D)`` keys, ``H % G == 0`` (contiguous groups).
         mask: bool, broadcastable to ``(B, H, T, S)``, True = may attend.
         bias: float, broadcastable to ``(B, H, T, S)``, added to the scores.
@@ -136,15 +139,27 @@ def attention_weights(
             column holding its head's sink logit, which takes mass and is then dropped, so a
             row sums to ``1 - p_sink`` and a head can attend to "nothing".
 
+        enable_gqa: as in :func:`scaled_dot_product_attention`.
+
     Returns:
-        ``(B, H, T, S)`` weights; each row sums to 1 (less the sink's share with ``sinks``),
-        fully blocked rows (by ``mask`` or by ``-inf`` in ``bias``) are all zero.
+        ``(B, H, T, S)`` weights (``(..., H, T, S)`` for other ranks); each row sums to 1
+        (less the sink's share with ``sinks``), fully blocked rows (by ``mask`` or by ``-inf``
+        in ``bias``) are all zero.
     """
+    layout = Layout(q, k, None, enable_gqa)
+    q, k = layout.q, layout.k
     H, G = check_qkv(q, k, k)
     B, _, T, D = q.shape
     S = k.shape[2]
-    check_mask(mask, (B, H, T, S))
-    check_mask(bias, (B, H, T, S), "bias")
+    mask = layout.mask(mask, "mask", T, S)
+    bias = layout.mask(bias, "bias", T, S)
+    return layout.back(_weights(q, k, mask, bias, scale, softcap, is_causal, sinks))
+
+
+def _weights(q, k, mask, bias, scale, softcap, is_causal, sinks) -> torch.Tensor:
+    """:func:`attention_weights` on checked ``(B, H, T, D)`` inputs and 4-D-ready masks."""
+    B, H, T, D = q.shape
+    G, S = k.shape[1], k.shape[2]
     scale = _resolve_scale(scale, D)
     if softcap is not None:
         check_positive(softcap, "softcap")
@@ -195,8 +210,14 @@ def scaled_dot_product_attention(
     fused: bool | None = None,
     is_causal: bool = False,
     sinks: torch.Tensor | None = None,
+    enable_gqa: bool | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """``softmax(scale * q @ k^T + bias, masked) @ v`` for MHA, GQA and MQA.
+
+    Any leading dimensions, as torch's ``scaled_dot_product_attention``: q ``(..., H, T, D)``,
+    k ``(..., G, S, D)``, v ``(..., G, S, Dv)`` (3-D ``(H, T, D)`` and 2-D ``(T, D)`` too); the
+    leading dims broadcast between q, k and v, and ``mask``/``bias`` broadcast to
+    ``(..., H, T, S)``. The shapes below name the usual 4-D case.
 
     Args:
         q: ``(B, H, T, D)`` queries.
@@ -217,14 +238,38 @@ def scaled_dot_product_attention(
             (``is_causal=True`` in torch when ``T == S``, nothing when ``T == 1``).
         sinks: ``(H,)`` learned sink logits (gpt-oss; see :func:`attention_weights`). Runs
             the reference path: torch's fused kernel has no sink input.
+        enable_gqa: torch's flag. None (default): grouped-query sharing whenever ``G < H``
+            divides ``H``; True: the same, as torch's ``enable_gqa=True``; False: ``G`` must
+            equal ``H``, as torch's default.
 
     Returns:
-        ``out`` of shape ``(B, H, T, Dv)``, or ``(out, weights)`` if ``return_weights``.
-        Rows with no allowed key give zero weights and a zero output.
+        ``out`` of shape ``(B, H, T, Dv)`` (``(..., H, T, Dv)`` for other ranks), or
+        ``(out, weights)`` if ``return_weights``. Rows with no allowed key give zero weights
+        and a zero output.
+
+    Unlike torch's, ``is_causal`` with ``T < S`` puts the queries at the END of the keys (a
+    KV cache's layout; torch aligns them to the start); with ``T == S`` the two agree.
     """
+    layout = Layout(q, k, v, enable_gqa)
+    q, k, v = layout.q, layout.k, layout.v
     H, G = check_qkv(q, k, v)
     B, _, T, D = q.shape
     S = k.shape[2]
+    mask = layout.mask(mask, "mask", T, S)
+    bias = layout.mask(bias, "bias", T, S)
+    out = _attend(q, k, v, mask, bias, scale, softcap, dropout_p, return_weights, fused,
+                  is_causal, sinks)
+    if return_weights:
+        return layout.back(out[0]), layout.back(out[1])
+    return layout.back(out)
+
+
+def _attend(q, k, v, mask, bias, scale, softcap, dropout_p, return_weights, fused, is_causal,
+            sinks):
+    """:func:`scaled_dot_product_attention` on checked ``(B, H, T, D)`` inputs."""
+    B, H, T, D = q.shape
+    G, S = k.shape[1], k.shape[2]
+    check_real(dropout_p, "dropout_p")
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p!r}")
     if fused is None:
@@ -235,10 +280,7 @@ def scaled_dot_product_attention(
             "kernel does none of these); use fused=None or False"
         )
     if not fused:
-        weights = attention_weights(
-            q, k, mask=mask, bias=bias, scale=scale, softcap=softcap, is_causal=is_causal,
-            sinks=sinks,
-        )
+        weights = _weights(q, k, mask, bias, scale, softcap, is_causal, sinks)
         dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
         dead = dead_keys(mask, bias)
         if dead is not None:
@@ -247,8 +289,6 @@ def scaled_dot_product_attention(
         out = torch.matmul(p_g, v).view(B, H, T, v.shape[-1])  # (B, H, T, Dv)
         return (out, weights) if return_weights else out
 
-    check_mask(mask, (B, H, T, S))
-    check_mask(bias, (B, H, T, S), "bias")
     scale = _resolve_scale(scale, D)
     if is_causal and mask is None and bias is None and T == S:
         # Plain causal self-attention: torch's own flag, no (T, S) tensor at all.

@@ -156,8 +156,8 @@ def test_sdpa_input_errors():
     with pytest.raises(ValueError, match=r"H \(4\) must be divisible by key/value heads G \(3\)"):
         scaled_dot_product_attention(q, k, v)
     q, k, v = _qkv()
-    with pytest.raises(ValueError, match="must have 4 dimensions"):
-        scaled_dot_product_attention(q[0], k, v)
+    with pytest.raises(ValueError, match=r"q must have at least 2 dimension\(s\)"):
+        scaled_dot_product_attention(q[0, 0, 0], k, v)
     with pytest.raises(ValueError, match="must share batch B and head dim D"):
         scaled_dot_product_attention(q[..., :4], k, v)
     with pytest.raises(ValueError, match=r"must agree in \(B, G, S\)"):
