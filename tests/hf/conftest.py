@@ -25,7 +25,7 @@ _QWEN3_5 = dict(num_hidden_layers=4, head_dim=16, linear_num_key_heads=2, linear
                 rope_parameters={"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5,
                                  "mrope_section": [2, 1, 1], "mrope_interleaved": True})
 
-#: name -> (config class, model class, config overrides)
+#: name -> (config class, model class (None: the auto class's choice), config overrides)
 FAMILIES = {
     "llama": ("LlamaConfig", "LlamaForCausalLM",
               dict(rope_parameters={"rope_type": "default", "rope_theta": 500000.0})),
@@ -94,6 +94,25 @@ FAMILIES = {
                        "sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
                        "full_attention": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e4,
                                           "original_max_position_embeddings": 16}})),
+    # dense decoders that are Llama's block with a family's own choices
+    "glm": ("GlmConfig", "GlmForCausalLM", dict(head_dim=16, partial_rotary_factor=0.5)),
+    "glm4": ("Glm4Config", "Glm4ForCausalLM", dict(head_dim=16, partial_rotary_factor=0.5)),
+    "ernie4_5": ("Ernie4_5Config", "Ernie4_5ForCausalLM", dict(head_dim=16, use_bias=True)),
+    "seed_oss": ("SeedOssConfig", "SeedOssForCausalLM",
+                 dict(head_dim=16, attention_bias=True, attention_out_bias=True, mlp_bias=True)),
+    "helium": ("HeliumConfig", "HeliumForCausalLM", dict(head_dim=16, attention_bias=True)),
+    "arcee": ("ArceeConfig", "ArceeForCausalLM", dict(attention_bias=True, mlp_bias=True)),
+    "jais2": ("Jais2Config", "Jais2ForCausalLM", {}),
+    "ministral": ("MinistralConfig", "MinistralForCausalLM",
+                  dict(head_dim=16, sliding_window=6, layer_types=["sliding_attention", "full_attention"],
+                       rope_parameters={"rope_type": "default", "rope_theta": 1e4})),
+    "cwm": ("CwmConfig", "CwmForCausalLM", dict(num_hidden_layers=4, sliding_window=6)),
+    "internlm3": ("InternLM3Config", None,
+                  dict(head_dim=16, attention_bias=True, mlp_bias=True)),
+    "iquestcoder": ("IQuestCoderConfig", None, dict(head_dim=16)),
+    "vaultgemma": ("VaultGemmaConfig", "VaultGemmaForCausalLM",
+                   dict(head_dim=16, sliding_window=6, query_pre_attn_scalar=20,
+                        attn_logit_softcapping=5.0, final_logit_softcapping=3.0)),
 }
 
 
@@ -106,7 +125,11 @@ def build(config_cls: str, model_cls: str, **overrides):
         cfg = dict(_TINY)
     cfg.update(overrides)
     torch.manual_seed(0)
-    hf = getattr(transformers, model_cls)(getattr(transformers, config_cls)(**cfg)).eval()
+    config = getattr(transformers, config_cls)(**cfg)
+    if model_cls is None:  # families that reuse another family's classes (InternLM3: Llama's)
+        hf = transformers.AutoModelForCausalLM.from_config(config).eval()
+    else:
+        hf = getattr(transformers, model_cls)(config).eval()
     with torch.no_grad():
         for name, p in hf.named_parameters():
             if "norm" in name or "ln_" in name or name.endswith((".bias", "sinks", "_bias")):
