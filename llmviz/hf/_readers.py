@@ -91,7 +91,7 @@ def decoder(c: Any, *, allow_partial: bool = False, rope_params: dict | None = N
 
 def _eps(c: Any) -> float:
     """The norms' epsilon: ``rms_norm_eps``, or ``layer_norm_eps`` in LayerNorm families."""
-    for name in ("rms_norm_eps", "layer_norm_eps", "norm_eps"):
+    for name in ("rms_norm_eps", "layer_norm_eps", "norm_epsilon"):
         try:
             value = getattr(c, name, None)
         except AttributeError:  # a field a config class removes raises on access

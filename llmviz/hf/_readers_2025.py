@@ -14,7 +14,7 @@ from ._readers import activation, attr, check_glu_silu, decoder, every_layer_win
 from .rope import rope_parameters_of, rope_spec
 
 __all__ = ["READERS_2025", "deepseek_v3", "gpt_oss", "mixtral", "moe_layers", "qwen2_moe", "qwen3_5",
-           "qwen3_moe", "qwen3_next", "qwen_moe"]
+           "qwen3_moe", "qwen3_next", "qwen_moe", "olmoe"]
 
 
 def moe_layers(c: Any) -> tuple[int, ...]:
@@ -165,7 +165,20 @@ def qwen3_5(c: Any) -> dict[str, Any]:
     return f
 
 
+def olmoe(c: Any) -> dict[str, Any]:
+    """OLMoE: Llama's pre-norm block, QK-norm over the whole q and k projections (OLMo 2's),
+    every feed-forward a softmax top-k mixture (``norm_topk_prob`` renormalises)."""
+    if attr(c, "clip_qkv", None) is not None:
+        raise NotImplementedError(f"olmoe: clip_qkv={c.clip_qkv!r} clamps q, k and v; llmviz has no clamp")
+    f = check_glu_silu(c, decoder(c))
+    f.update(qk_norm="rms", qk_norm_eps=float(c.rms_norm_eps), qk_norm_scope="all",
+             n_experts=c.num_experts, experts_top_k=c.num_experts_per_tok,
+             expert_d_ff=c.intermediate_size, moe_normalize=bool(attr(c, "norm_topk_prob", False)),
+             router_aux_loss_coef=float(attr(c, "router_aux_loss_coef", 0.0)))
+    return f
+
+
 #: model_type -> reader, for the families above.
 READERS_2025 = {"mixtral": mixtral, "qwen2_moe": qwen2_moe, "qwen3_moe": qwen3_moe,
                 "deepseek_v3": deepseek_v3, "gpt_oss": gpt_oss, "qwen3_next": qwen3_next,
-                "qwen3_5_text": qwen3_5, "qwen3_5_moe_text": qwen3_5}
+                "qwen3_5_text": qwen3_5, "qwen3_5_moe_text": qwen3_5, "olmoe": olmoe}

@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from ._layout import FUSED_GATE_UP, stores
-from ._readers import attr, check_glu_silu, decoder, gemma2, llama, require
+from ._readers import activation, attr, check_glu_silu, decoder, every_layer_window, gemma2, llama, require
 
 __all__ = ["READERS_DENSE", "arcee", "cwm", "ernie4_5", "glm", "glm4", "helium", "jais2",
-           "ministral", "relu2_mlp", "seed_oss", "vaultgemma"]
+           "ministral", "relu2_mlp", "seed_oss", "stablelm", "starcoder2", "vaultgemma"]
 
 
 @stores(fused=FUSED_GATE_UP)
@@ -105,7 +105,30 @@ def vaultgemma(c: Any) -> dict[str, Any]:
     return f
 
 
+@stores(renames={"mlp.up_proj": "mlp.c_fc", "mlp.down_proj": "mlp.c_proj"})
+def starcoder2(c: Any) -> dict[str, Any]:
+    """StarCoder 2: LayerNorm, a plain MLP (``c_fc``, ``c_proj``, GELU-tanh), ``use_bias`` on
+    every projection, ``sliding_window`` on every layer when set."""
+    f = decoder(c)
+    bias = bool(attr(c, "use_bias", True))
+    f.update(norm="layer", ffn="mlp", bias=bias, attn_bias=bias, activation=activation(c, "hidden_act"),
+             layer_windows=every_layer_window(c))
+    return f
+
+
+def stablelm(c: Any) -> dict[str, Any]:
+    """StableLM: LayerNorm, partial rotary, q/k/v biases from ``use_qkv_bias`` (o_proj never),
+    and with ``use_parallel_residual`` one norm feeding attention and MLP side by side."""
+    require(c, "qk_layernorm", (False, None), "a separate LayerNorm per head on q and k; llmviz's "
+            "QK-norm shares one weight across heads")
+    f = check_glu_silu(c, decoder(c, allow_partial=True))
+    f.update(norm="layer", attn_bias=bool(attr(c, "use_qkv_bias", False)), o_bias=False,
+             parallel=bool(attr(c, "use_parallel_residual", False)))
+    return f
+
+
 #: model_type -> reader, for the families above.
 READERS_DENSE = {"glm": glm, "glm4": glm4, "ernie4_5": ernie4_5, "seed_oss": seed_oss,
                  "helium": helium, "arcee": arcee, "jais2": jais2, "ministral": ministral,
-                 "cwm": cwm, "internlm3": llama, "iquestcoder": llama, "vaultgemma": vaultgemma}
+                 "cwm": cwm, "internlm3": llama, "iquestcoder": llama, "vaultgemma": vaultgemma,
+                 "starcoder2": starcoder2, "stablelm": stablelm}
