@@ -31,12 +31,15 @@ class Layout:
         renames: llmviz module path inside a layer -> the stored path (StarCoder 2's
             ``mlp.c_fc`` holds llmviz's ``mlp.up_proj``).
         prefix: what the checkpoint names start with (stripped before planning).
+        mtp_layers: layers numbered ``n_layers`` and beyond are multi-token-prediction modules
+            (DeepSeek-V3, GLM-4.5), not part of the causal LM: skipped, as transformers does.
     """
 
     fused: dict[str, tuple[str, ...]] = field(default_factory=dict)
     norms: dict[str, str] = field(default_factory=dict)
     renames: dict[str, str] = field(default_factory=dict)
     prefix: str = "model."
+    mtp_layers: bool = False
 
     def fused_name(self, proj: str) -> str | None:
         """The stored fused tensor holding llmviz projection ``proj``, or None."""

@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from ._readers import activation, attr, check_glu_silu, decoder, every_layer_window, mistral, qwen2, qwen3
+from ._layout import stores
 from .rope import rope_parameters_of, rope_spec
 
 __all__ = ["READERS_2025", "deepseek_v3", "gpt_oss", "mixtral", "moe_layers", "qwen2_moe", "qwen3_5",
-           "qwen3_moe", "qwen3_next", "qwen_moe", "olmoe"]
+           "qwen3_moe", "qwen3_next", "qwen_moe", "olmoe", "sigmoid_experts"]
 
 
 def moe_layers(c: Any) -> tuple[int, ...]:
@@ -58,6 +59,7 @@ def qwen2_moe(c: Any) -> dict[str, Any]:
     return f
 
 
+@stores(mtp_layers=True)
 def deepseek_v3(c: Any) -> dict[str, Any]:
     """Latent attention everywhere; dense feed-forwards for the first ``first_k_dense_replace``
     layers, then sigmoid-scored experts with a choice bias, group-limited top-k, routed scaling
@@ -68,7 +70,6 @@ def deepseek_v3(c: Any) -> dict[str, Any]:
     rope = rope_spec(params, head_dim=dr, max_position_embeddings=c.max_position_embeddings,
                      where="deepseek_v3 rope_parameters")
     first = int(attr(c, "first_k_dense_replace", 0))
-    groups = int(attr(c, "n_group", 1))
     f = dict(
         vocab_size=c.vocab_size, d_model=c.hidden_size, n_layers=c.num_hidden_layers,
         n_heads=c.num_attention_heads, head_dim=dr, d_ff=c.intermediate_size,
@@ -83,18 +84,26 @@ def deepseek_v3(c: Any) -> dict[str, Any]:
     )
     if f["activation"] != "silu":
         raise NotImplementedError(f"deepseek_v3: hidden_act={c.hidden_act!r}; this family uses silu")
-    sparse = tuple(range(first, c.num_hidden_layers))
-    if sparse:
-        n_shared = int(attr(c, "n_shared_experts", 0))
-        f.update(
-            n_experts=c.n_routed_experts, experts_top_k=c.num_experts_per_tok,
-            expert_d_ff=c.moe_intermediate_size, n_shared_experts=n_shared,
-            shared_expert_d_ff=n_shared * c.moe_intermediate_size if n_shared else None,
-            moe_score="sigmoid", moe_normalize=bool(c.norm_topk_prob),
-            moe_scaling=float(c.routed_scaling_factor), moe_bias_balancing=True, moe_layers=sparse,
-            moe_n_groups=groups if groups > 1 else None,
-            moe_topk_groups=int(c.topk_group) if groups > 1 else None,
-        )
+    return sigmoid_experts(c, f, tuple(range(first, c.num_hidden_layers)))
+
+
+def sigmoid_experts(c: Any, f: dict, sparse: tuple[int, ...]) -> dict:
+    """DeepSeek-V3's mixture on the ``sparse`` layers: sigmoid scores with a choice bias,
+    group-limited top-k (``n_group``, ``topk_group``), ``routed_scaling_factor``, and
+    ``n_shared_experts`` always-on experts (GLM-4.5, dots.llm1 and Solar Open route alike)."""
+    if not sparse:
+        return f
+    groups = int(attr(c, "n_group", 1))
+    n_shared = int(attr(c, "n_shared_experts", 0))
+    f.update(
+        n_experts=c.n_routed_experts, experts_top_k=c.num_experts_per_tok,
+        expert_d_ff=c.moe_intermediate_size, n_shared_experts=n_shared,
+        shared_expert_d_ff=n_shared * c.moe_intermediate_size if n_shared else None,
+        moe_score="sigmoid", moe_normalize=bool(c.norm_topk_prob),
+        moe_scaling=float(c.routed_scaling_factor), moe_bias_balancing=True, moe_layers=sparse,
+        moe_n_groups=groups if groups > 1 else None,
+        moe_topk_groups=int(c.topk_group) if groups > 1 else None,
+    )
     return f
 
 

@@ -24,6 +24,7 @@ from ..model.config import ModelConfig
 from ._readers import READERS
 from ._readers_2025 import READERS_2025
 from ._readers_dense import READERS_DENSE
+from ._readers_moe import READERS_MOE
 
 __all__ = ["REFUSED", "SUPPORTED", "config_from_hf", "family_of"]
 
@@ -77,4 +78,4 @@ def config_from_hf(hf_config: Any, **overrides: Any) -> ModelConfig:
 
 
 #: model_type -> reader returning ModelConfig fields.
-SUPPORTED: dict[str, Callable[[Any], dict[str, Any]]] = {**READERS, **READERS_DENSE, **READERS_2025}
+SUPPORTED: dict[str, Callable[[Any], dict[str, Any]]] = {**READERS, **READERS_DENSE, **READERS_2025, **READERS_MOE}

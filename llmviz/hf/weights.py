@@ -270,7 +270,7 @@ def load_checkpoint(sd: dict[str, torch.Tensor], config: ModelConfig, family: st
     """A :class:`DecoderLM` built from ``config`` holding the tensors of ``sd`` (strict), stored
     as ``layout`` declares."""
     sd = _strip_prefix(sd, layout.prefix)
-    if family == "deepseek_v3":  # multi-token-prediction layers: not part of the causal LM
+    if layout.mtp_layers:  # multi-token-prediction layers: not part of the causal LM
         sd = {k: v for k, v in sd.items()
               if not (k.startswith("layers.") and int(k.split(".")[1]) >= config.n_layers)}
     model = DecoderLM(config)

@@ -25,6 +25,10 @@ _QWEN3_5 = dict(num_hidden_layers=4, head_dim=16, linear_num_key_heads=2, linear
                 rope_parameters={"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5,
                                  "mrope_section": [2, 1, 1], "mrope_interleaved": True})
 
+_SIGMOID_MOE = dict(num_hidden_layers=3, n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+                    n_shared_experts=1, first_k_dense_replace=1, n_group=2, topk_group=1,
+                    routed_scaling_factor=2.5, norm_topk_prob=True, attention_bias=True)
+
 #: name -> (config class, model class (None: the auto class's choice), config overrides)
 FAMILIES = {
     "llama": ("LlamaConfig", "LlamaForCausalLM",
@@ -115,6 +119,11 @@ FAMILIES = {
                  dict(use_qkv_bias=True, partial_rotary_factor=0.25)),
     "stablelm-parallel": ("StableLmConfig", "StableLmForCausalLM", dict(use_parallel_residual=True)),
     "olmoe": ("OlmoeConfig", "OlmoeForCausalLM", dict(num_experts=4, num_experts_per_tok=2)),
+    "glm4_moe": ("Glm4MoeConfig", "Glm4MoeForCausalLM",
+                 dict(_SIGMOID_MOE, head_dim=16, partial_rotary_factor=0.5, use_qk_norm=True)),
+    "solar_open": ("SolarOpenConfig", "SolarOpenForCausalLM", dict(_SIGMOID_MOE, head_dim=16)),
+    "dots1": ("Dots1Config", "Dots1ForCausalLM",
+              dict(_SIGMOID_MOE, head_dim=16, sliding_window=6, max_window_layers=1)),
     "vaultgemma": ("VaultGemmaConfig", "VaultGemmaForCausalLM",
                    dict(head_dim=16, sliding_window=6, query_pre_attn_scalar=20,
                         attn_logit_softcapping=5.0, final_logit_softcapping=3.0)),
