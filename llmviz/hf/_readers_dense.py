@@ -11,7 +11,7 @@ from typing import Any
 from ._layout import FUSED_GATE_UP, stores
 from ._readers import activation, attr, check_glu_silu, decoder, every_layer_window, gemma2, llama, require
 
-__all__ = ["READERS_DENSE", "arcee", "cwm", "ernie4_5", "glm", "glm4", "helium", "jais2",
+__all__ = ["READERS_DENSE", "arcee", "cwm", "ernie4_5", "exaone4", "glm", "glm4", "helium", "jais2",
            "ministral", "relu2_mlp", "seed_oss", "stablelm", "starcoder2", "vaultgemma"]
 
 
@@ -127,8 +127,20 @@ def stablelm(c: Any) -> dict[str, Any]:
     return f
 
 
+def exaone4(c: Any) -> dict[str, Any]:
+    """EXAONE 4: OLMo 2's block (norms on the sublayer outputs) with per-head QK-norm; with a
+    ``sliding_window``, only the sliding layers rotate and the full layers are NoPE."""
+    f = check_glu_silu(c, decoder(c))
+    f.update(placement="post_sublayer", qk_norm="rms", qk_norm_eps=float(c.rms_norm_eps),
+             qk_norm_scope="head")
+    if getattr(c, "sliding_window", None) is not None:
+        types = list(getattr(c, "layer_types", None) or ["full_attention"] * c.num_hidden_layers)
+        f["nope_layers"] = tuple(i for i, t in enumerate(types) if t != "sliding_attention") or None
+    return f
+
+
 #: model_type -> reader, for the families above.
 READERS_DENSE = {"glm": glm, "glm4": glm4, "ernie4_5": ernie4_5, "seed_oss": seed_oss,
                  "helium": helium, "arcee": arcee, "jais2": jais2, "ministral": ministral,
                  "cwm": cwm, "internlm3": llama, "iquestcoder": llama, "vaultgemma": vaultgemma,
-                 "starcoder2": starcoder2, "stablelm": stablelm}
+                 "starcoder2": starcoder2, "stablelm": stablelm, "exaone4": exaone4}

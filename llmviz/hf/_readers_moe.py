@@ -1,7 +1,7 @@
 """Family readers for :func:`llmviz.hf.config_from_hf`: mixtures of experts routed as
 DeepSeek-V3 routes (sigmoid scores, a choice bias, expert groups, shared experts) under
 softmax attention: GLM-4.5 (``glm4_moe``), dots.llm1 (``dots1``) and Solar Open
-(``solar_open``). The router's fields are read by :func:`._readers_2025.sigmoid_experts`.
+(``solar_open``); and FlexOlmo (``flex_olmo``), OLMoE's experts in OLMo 2's block. The router's fields are read by :func:`._readers_2025.sigmoid_experts`.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import Any
 
 from ._layout import stores
 from ._readers import attr, check_glu_silu, decoder
-from ._readers_2025 import sigmoid_experts
+from ._readers_2025 import olmoe, sigmoid_experts
 
-__all__ = ["READERS_MOE", "dots1", "glm4_moe", "solar_open"]
+__all__ = ["READERS_MOE", "dots1", "flex_olmo", "glm4_moe", "solar_open"]
 
 
 def _head_qk_norm(c: Any, f: dict) -> dict:
@@ -50,5 +50,13 @@ def dots1(c: Any) -> dict[str, Any]:
     return sigmoid_experts(c, f, tuple(range(first, c.num_hidden_layers)))
 
 
+def flex_olmo(c: Any) -> dict[str, Any]:
+    """FlexOlmo: OLMoE's experts and whole-projection QK-norm in OLMo 2's block (norms on the
+    sublayer outputs, none before them)."""
+    f = olmoe(c)
+    f["placement"] = "post_sublayer"
+    return f
+
+
 #: model_type -> reader, for the families above.
-READERS_MOE = {"glm4_moe": glm4_moe, "solar_open": solar_open, "dots1": dots1}
+READERS_MOE = {"glm4_moe": glm4_moe, "solar_open": solar_open, "dots1": dots1, "flex_olmo": flex_olmo}

@@ -124,6 +124,11 @@ FAMILIES = {
     "solar_open": ("SolarOpenConfig", "SolarOpenForCausalLM", dict(_SIGMOID_MOE, head_dim=16)),
     "dots1": ("Dots1Config", "Dots1ForCausalLM",
               dict(_SIGMOID_MOE, head_dim=16, sliding_window=6, max_window_layers=1)),
+    "exaone4": ("Exaone4Config", "Exaone4ForCausalLM",
+                dict(num_hidden_layers=4, head_dim=16, sliding_window=6, sliding_window_pattern=2)),
+    "exaone4-full": ("Exaone4Config", "Exaone4ForCausalLM",  # no window: every layer rotates
+                     dict(head_dim=16, sliding_window=None, layer_types=["full_attention"] * 2)),
+    "flex_olmo": ("FlexOlmoConfig", "FlexOlmoForCausalLM", dict(num_experts=4, num_experts_per_tok=2)),
     "vaultgemma": ("VaultGemmaConfig", "VaultGemmaForCausalLM",
                    dict(head_dim=16, sliding_window=6, query_pre_attn_scalar=20,
                         attn_logit_softcapping=5.0, final_logit_softcapping=3.0)),
