@@ -190,4 +190,5 @@ def olmoe(c: Any) -> dict[str, Any]:
 #: model_type -> reader, for the families above.
 READERS_2025 = {"mixtral": mixtral, "qwen2_moe": qwen2_moe, "qwen3_moe": qwen3_moe,
                 "deepseek_v3": deepseek_v3, "gpt_oss": gpt_oss, "qwen3_next": qwen3_next,
-                "qwen3_5_text": qwen3_5, "qwen3_5_moe_text": qwen3_5, "olmoe": olmoe}
+                "qwen3_5_text": qwen3_5, "qwen3_5_moe_text": qwen3_5, "olmoe": olmoe,
+                "sarvam_mla": deepseek_v3}  # Sarvam-MLA runs transformers' DeepSeek-V3 classes

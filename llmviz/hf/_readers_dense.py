@@ -142,5 +142,5 @@ def exaone4(c: Any) -> dict[str, Any]:
 #: model_type -> reader, for the families above.
 READERS_DENSE = {"glm": glm, "glm4": glm4, "ernie4_5": ernie4_5, "seed_oss": seed_oss,
                  "helium": helium, "arcee": arcee, "jais2": jais2, "ministral": ministral,
-                 "cwm": cwm, "internlm3": llama, "iquestcoder": llama, "vaultgemma": vaultgemma,
+                 "cwm": cwm, "internlm3": llama, "iquestcoder": llama, "exaone": llama, "vaultgemma": vaultgemma,
                  "starcoder2": starcoder2, "stablelm": stablelm, "exaone4": exaone4}

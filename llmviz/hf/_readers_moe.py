@@ -59,4 +59,5 @@ def flex_olmo(c: Any) -> dict[str, Any]:
 
 
 #: model_type -> reader, for the families above.
-READERS_MOE = {"glm4_moe": glm4_moe, "solar_open": solar_open, "dots1": dots1, "flex_olmo": flex_olmo}
+READERS_MOE = {"glm4_moe": glm4_moe, "solar_open": solar_open, "dots1": dots1, "flex_olmo": flex_olmo,
+               "sarvam_moe": glm4_moe}  # Sarvam-MoE runs transformers' GLM-4.5 classes

@@ -29,6 +29,14 @@ _SIGMOID_MOE = dict(num_hidden_layers=3, n_routed_experts=8, num_experts_per_tok
                     n_shared_experts=1, first_k_dense_replace=1, n_group=2, topk_group=1,
                     routed_scaling_factor=2.5, norm_topk_prob=True, attention_bias=True)
 
+FAMILIES_MLA = dict(num_hidden_layers=3, num_key_value_heads=4, n_routed_experts=8, num_experts_per_tok=2,
+                    moe_intermediate_size=32, n_shared_experts=1, first_k_dense_replace=1,
+                    n_group=2, topk_group=1, q_lora_rank=24, kv_lora_rank=16,
+                    qk_nope_head_dim=8, qk_rope_head_dim=8, v_head_dim=12, routed_scaling_factor=2.5,
+                    rope_parameters={"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e4,
+                                     "original_max_position_embeddings": 16,
+                                     "mscale": 1.0, "mscale_all_dim": 1.0})
+
 #: name -> (config class, model class (None: the auto class's choice), config overrides)
 FAMILIES = {
     "llama": ("LlamaConfig", "LlamaForCausalLM",
@@ -65,15 +73,7 @@ FAMILIES = {
     "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM",
                   dict(head_dim=16, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
                        norm_topk_prob=True, mlp_only_layers=[0])),
-    "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM",
-                    dict(num_hidden_layers=3, num_key_value_heads=4, n_routed_experts=8, num_experts_per_tok=2,
-                         moe_intermediate_size=32, n_shared_experts=1, first_k_dense_replace=1,
-                         n_group=2, topk_group=1, q_lora_rank=24, kv_lora_rank=16,
-                         qk_nope_head_dim=8, qk_rope_head_dim=8, v_head_dim=12,
-                         routed_scaling_factor=2.5,
-                         rope_parameters={"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e4,
-                                          "original_max_position_embeddings": 16,
-                                          "mscale": 1.0, "mscale_all_dim": 1.0})),
+    "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM", dict(FAMILIES_MLA)),
     "gpt_oss": ("GptOssConfig", "GptOssForCausalLM",
                 dict(head_dim=16, num_local_experts=4, num_experts_per_tok=2, sliding_window=5,
                      swiglu_limit=1.0, layer_types=["sliding_attention", "full_attention"],
@@ -129,6 +129,10 @@ FAMILIES = {
     "exaone4-full": ("Exaone4Config", "Exaone4ForCausalLM",  # no window: every layer rotates
                      dict(head_dim=16, sliding_window=None, layer_types=["full_attention"] * 2)),
     "flex_olmo": ("FlexOlmoConfig", "FlexOlmoForCausalLM", dict(num_experts=4, num_experts_per_tok=2)),
+    # families transformers runs with another family's classes (the auto class picks them)
+    "exaone": ("ExaoneConfig", None, dict(head_dim=16, attention_bias=True)),
+    "sarvam_moe": ("SarvamMoEConfig", None, dict(_SIGMOID_MOE, head_dim=16, use_qk_norm=True)),
+    "sarvam_mla": ("SarvamMLAConfig", None, dict(FAMILIES_MLA)),
     "vaultgemma": ("VaultGemmaConfig", "VaultGemmaForCausalLM",
                    dict(head_dim=16, sliding_window=6, query_pre_attn_scalar=20,
                         attn_logit_softcapping=5.0, final_logit_softcapping=3.0)),
