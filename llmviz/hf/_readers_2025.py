@@ -15,7 +15,7 @@ from ._layout import stores
 from .rope import rope_parameters_of, rope_spec
 
 __all__ = ["READERS_2025", "deepseek_v3", "gpt_oss", "mixtral", "moe_layers", "qwen2_moe", "qwen3_5",
-           "qwen3_moe", "qwen3_next", "qwen_moe", "olmoe", "sigmoid_experts"]
+           "qwen3_moe", "qwen3_next", "qwen_moe", "olmoe", "sigmoid_experts", "mla", "glm4_moe_lite"]
 
 
 def moe_layers(c: Any) -> tuple[int, ...]:
@@ -65,11 +65,17 @@ def deepseek_v3(c: Any) -> dict[str, Any]:
     layers, then sigmoid-scored experts with a choice bias, group-limited top-k, routed scaling
     and shared experts. Multi-token-prediction layers are not part of the model (the loader
     skips their tensors)."""
-    dr = c.qk_rope_head_dim
-    params = rope_parameters_of(c)
-    rope = rope_spec(params, head_dim=dr, max_position_embeddings=c.max_position_embeddings,
-                     where="deepseek_v3 rope_parameters")
+    f = mla(c)
     first = int(attr(c, "first_k_dense_replace", 0))
+    return sigmoid_experts(c, f, tuple(range(first, c.num_hidden_layers)))
+
+
+def mla(c: Any) -> dict[str, Any]:
+    """DeepSeek-V3's decoder with latent attention and dense SwiGLU feed-forwards (Youtu's
+    whole model; the experts are added by :func:`sigmoid_experts`)."""
+    dr = c.qk_rope_head_dim
+    rope = rope_spec(rope_parameters_of(c), head_dim=dr, max_position_embeddings=c.max_position_embeddings,
+                     where=f"{c.model_type} rope_parameters")
     f = dict(
         vocab_size=c.vocab_size, d_model=c.hidden_size, n_layers=c.num_hidden_layers,
         n_heads=c.num_attention_heads, head_dim=dr, d_ff=c.intermediate_size,
@@ -83,8 +89,19 @@ def deepseek_v3(c: Any) -> dict[str, Any]:
         qk_nope_head_dim=c.qk_nope_head_dim, qk_rope_head_dim=dr, v_head_dim=c.v_head_dim,
     )
     if f["activation"] != "silu":
-        raise NotImplementedError(f"deepseek_v3: hidden_act={c.hidden_act!r}; this family uses silu")
-    return sigmoid_experts(c, f, tuple(range(first, c.num_hidden_layers)))
+        raise NotImplementedError(f"{c.model_type}: hidden_act={c.hidden_act!r}; this family uses silu")
+    return f
+
+
+@stores(mtp_layers=True)
+def glm4_moe_lite(c: Any) -> dict[str, Any]:
+    """GLM-4-MoE-Lite (``glm4_moe_lite``): DeepSeek-V3's latent attention and router; its sparse
+    layers are those ``mlp_layer_types`` marks ``"sparse"``."""
+    types = list(attr(c, "mlp_layer_types", []))
+    if len(types) != c.num_hidden_layers or set(types) - {"dense", "sparse"}:
+        raise ValueError(f"{c.model_type}: mlp_layer_types={types!r}; expected 'dense' or 'sparse' "
+                         f"for each of the {c.num_hidden_layers} layers")
+    return sigmoid_experts(c, mla(c), tuple(i for i, t in enumerate(types) if t == "sparse"))
 
 
 def sigmoid_experts(c: Any, f: dict, sparse: tuple[int, ...]) -> dict:
@@ -191,4 +208,4 @@ def olmoe(c: Any) -> dict[str, Any]:
 READERS_2025 = {"mixtral": mixtral, "qwen2_moe": qwen2_moe, "qwen3_moe": qwen3_moe,
                 "deepseek_v3": deepseek_v3, "gpt_oss": gpt_oss, "qwen3_next": qwen3_next,
                 "qwen3_5_text": qwen3_5, "qwen3_5_moe_text": qwen3_5, "olmoe": olmoe,
-                "sarvam_mla": deepseek_v3}  # Sarvam-MLA runs transformers' DeepSeek-V3 classes
+                "sarvam_mla": deepseek_v3, "glm4_moe_lite": glm4_moe_lite, "youtu": mla}  # Sarvam-MLA runs transformers' DeepSeek-V3 classes
