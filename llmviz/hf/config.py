@@ -25,22 +25,9 @@ from ._readers import READERS
 from ._readers_2025 import READERS_2025
 from ._readers_dense import READERS_DENSE
 from ._readers_moe import READERS_MOE
+from ._refused import REFUSED
 
 __all__ = ["REFUSED", "SUPPORTED", "config_from_hf", "family_of"]
-
-#: model_type -> why llmviz refuses it (each reason names what would be lost or what to load instead).
-REFUSED = {
-    "deepseek_v2": "its group-limited router ranks expert groups by their best softmax score, while "
-                   "llmviz's router ranks them by the sum of their two best (DeepSeek-V3's rule); "
-                   "DeepSeek-V3 checkpoints (model_type 'deepseek_v3') load",
-    "gemma3": "a vision-language model; load its text part (Gemma3ForCausalLM, model_type "
-              "'gemma3_text') instead",
-    "qwen3_5": "a vision-language model; load its text part (Qwen3_5ForCausalLM, model_type "
-               "'qwen3_5_text') instead",
-    "qwen3_5_moe": "a vision-language model; load its text part (Qwen3_5MoeForCausalLM, model_type "
-                   "'qwen3_5_moe_text') instead",
-}
-
 
 def family_of(hf_config: Any) -> str:
     """``hf_config.model_type``, checked: refused and unknown families raise here."""
@@ -51,9 +38,7 @@ def family_of(hf_config: Any) -> str:
             f"transformers.AutoConfig.from_pretrained(path); got {type(hf_config).__name__}"
         )
     if model_type in REFUSED:
-        raise NotImplementedError(
-            f"model_type {model_type!r} is not supported yet: {REFUSED[model_type]}"
-        )
+        raise NotImplementedError(f"model_type {model_type!r} is refused: {REFUSED[model_type]}")
     if model_type not in SUPPORTED:
         raise NotImplementedError(
             f"model_type {model_type!r} has no llmviz reader; supported: {sorted(SUPPORTED)}"
