@@ -6,13 +6,14 @@ RoPE per layer type) and checks every config field that would change the computa
 llmviz cannot represent raises ``NotImplementedError`` (a feature llmviz lacks) or
 ``ValueError`` (a value that contradicts the family), naming the field.
 
-Readers (in ``_readers`` and ``_readers_2025``): llama, mistral, qwen2, qwen3, gemma, gemma2,
-gemma3_text, olmo2, phi3, gpt2, smollm3, and the 2025-26 ones: mixtral, qwen2_moe, qwen3_moe
-(mixtures of experts), deepseek_v3 (latent attention and experts), gpt_oss (sinks, alternating
-windows, biased clamped-GLU experts), qwen3_next (Gated DeltaNet layers, gated attention, gated
-shared expert), qwen3_5_text and qwen3_5_moe_text (Qwen3.5's text models: Qwen3-Next's stack,
-projections stored apart, multimodal RoPE read as 1-D on text) and olmo3 (OLMo 2's block with
-3:1 sliding and full layers).
+Readers live by kind: ``_readers`` (the shared field readers and the families through 2024),
+``_readers_dense`` (dense decoders that are Llama's block with a family's own choices),
+``_readers_2025`` (experts, latent attention, sinks, Gated DeltaNet hybrids) and ``_readers_moe``
+(DeepSeek-V3-routed experts under softmax attention). :data:`SUPPORTED` is their union and the
+one list of loaded families (docstrings, anatomy and the tests read it); :data:`REFUSED`
+(``_refused``) gives the reason for every other causal-LM ``model_type`` transformers ships.
+A reader's ``@stores(...)`` declaration (:mod:`._layout`) says how its checkpoints name their
+tensors.
 """
 
 from __future__ import annotations
