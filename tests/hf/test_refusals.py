@@ -119,6 +119,13 @@ def test_every_causal_lm_transformers_ships_is_loaded_or_refused_by_name():
     assert not stale, f"REFUSED names model types transformers does not ship: {stale}"
 
 
+def test_the_readme_counts_the_loaded_families():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert f"strict checkpoint loading of {len(SUPPORTED)} families" in readme
+
+
 def test_unknown_family_and_unsupported_features():
     with pytest.raises(NotImplementedError, match="model_type 'my_model' has no llmviz reader; supported"):
         config_from_hf(SimpleNamespace(model_type="my_model"))
