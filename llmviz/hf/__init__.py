@@ -15,17 +15,9 @@ True
 >>> lh.anatomy(transformers.LlamaConfig()).total_params   # Llama 2 7B, from the config alone
 6738415616
 
-Supported families (:data:`SUPPORTED`): llama, mistral, qwen2, qwen3, gemma, gemma2,
-gemma3_text, olmo2, phi3, gpt2, smollm3 (NoPE layers), and the 2025 ones: mixtral, qwen2_moe,
-qwen3_moe (mixtures of experts, Qwen2-MoE's sigmoid-gated shared expert), deepseek_v3 (latent
-attention, sigmoid routing with a choice bias and expert groups, shared experts; its
-multi-token-prediction layers skipped), gpt_oss (learned sinks, alternating sliding and full
-layers, YaRN, biased experts with its clamped GLU), qwen3_next (Gated DeltaNet layers, gated
-attention, partial rotary, gated shared expert), qwen3_5_text and qwen3_5_moe_text (Qwen3.5's
-text models, the same stack with its projections stored apart; their multimodal RoPE is plain
-rotary on text) and olmo3 (OLMo 2's block with sliding and full layers, RoPE per layer type).
-Refused by name (:data:`REFUSED`): deepseek_v2 (its router ranks expert groups differently), and
-gemma3, qwen3_5 and qwen3_5_moe (vision-language wrappers: load their text models).
+Supported families (:data:`SUPPORTED`, one reader each; the list below is generated from it):
+{supported}. Refused by name, each with its reason (:data:`REFUSED`): every other causal-LM
+``model_type`` transformers ships ({n_refused} of them).
 Single layers of some of them map onto llmviz modules already (:mod:`.layers`).
 """
 
@@ -39,6 +31,9 @@ from .load import (
     from_hf,
 )
 from .tolerance import match_tolerance
+
+__doc__ = (__doc__ or "").replace("{supported}", ", ".join(sorted(SUPPORTED))).replace(
+    "{n_refused}", str(len(REFUSED)))
 
 __all__ = [
     "REFUSED",

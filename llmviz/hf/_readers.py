@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._layout import FUSED_GATE_UP, FUSED_QKV, stores
 from .rope import rope_parameters_of, rope_spec
 
 __all__ = ["ACT", "READERS", "activation", "attr", "check_glu_silu", "decoder", "every_layer_window",
@@ -18,7 +19,7 @@ __all__ = ["ACT", "READERS", "activation", "attr", "check_glu_silu", "decoder", 
            "qwen2", "qwen3", "require", "rope_by_layer_type", "smollm3", "windows"]
 
 ACT = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh",
-       "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
+       "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu", "relu2": "relu2"}
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -81,11 +82,23 @@ def decoder(c: Any, *, allow_partial: bool = False, rope_params: dict | None = N
         n_heads=n_heads, n_kv_heads=attr(c, "num_key_value_heads", n_heads), head_dim=head_dim,
         d_ff=c.intermediate_size if d_ff is None else d_ff, max_seq_len=c.max_position_embeddings,
         position="rope", rope_base=rope.base, rope_scaling=rope.scaling, rotary_dim=rope.rotary_dim,
-        rope_layout="half", norm="rms", norm_eps=float(c.rms_norm_eps), placement="pre",
+        rope_layout="half", norm="rms", norm_eps=float(_eps(c)), placement="pre",
         ffn="swiglu", activation=activation(c, "hidden_act") if hasattr(c, "hidden_act") else None,
         bias=False, attn_bias=bool(getattr(c, "attention_bias", False)),
         tie_embeddings=bool(getattr(c, "tie_word_embeddings", False)), layer_windows=windows(c),
     )
+
+
+def _eps(c: Any) -> float:
+    """The norms' epsilon: ``rms_norm_eps``, or ``layer_norm_eps`` in LayerNorm families."""
+    for name in ("rms_norm_eps", "layer_norm_eps", "norm_epsilon"):
+        try:
+            value = getattr(c, name, None)
+        except AttributeError:  # a field a config class removes raises on access
+            value = None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    raise ValueError(f"{c.model_type}: the config has no rms_norm_eps or layer_norm_eps")
 
 
 def every_layer_window(c: Any) -> tuple[int, ...] | None:
@@ -140,6 +153,7 @@ def olmo3(c: Any) -> dict[str, Any]:
     return f
 
 
+@stores(fused=FUSED_QKV | FUSED_GATE_UP)
 def phi3(c: Any) -> dict[str, Any]:
     f = check_glu_silu(c, decoder(c, allow_partial=True))
     f["layer_windows"] = every_layer_window(c)
@@ -189,6 +203,7 @@ def gemma3_text(c: Any) -> dict[str, Any]:
     return f
 
 
+@stores(prefix="transformer.")
 def gpt2(c: Any) -> dict[str, Any]:
     require(c, "scale_attn_by_inverse_layer_idx", (False, None), "scores divided by layer index + 1; llmviz has no per-layer score scale")
     require(c, "add_cross_attention", (False, None), "llmviz models are decoder-only")

@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from ._readers import activation, attr, check_glu_silu, decoder, every_layer_window, mistral, qwen2, qwen3
+from ._layout import stores
 from .rope import rope_parameters_of, rope_spec
 
 __all__ = ["READERS_2025", "deepseek_v3", "gpt_oss", "mixtral", "moe_layers", "qwen2_moe", "qwen3_5",
-           "qwen3_moe", "qwen3_next", "qwen_moe"]
+           "qwen3_moe", "qwen3_next", "qwen_moe", "olmoe", "sigmoid_experts", "mla", "glm4_moe_lite"]
 
 
 def moe_layers(c: Any) -> tuple[int, ...]:
@@ -58,17 +59,23 @@ def qwen2_moe(c: Any) -> dict[str, Any]:
     return f
 
 
+@stores(mtp_layers=True)
 def deepseek_v3(c: Any) -> dict[str, Any]:
     """Latent attention everywhere; dense feed-forwards for the first ``first_k_dense_replace``
     layers, then sigmoid-scored experts with a choice bias, group-limited top-k, routed scaling
     and shared experts. Multi-token-prediction layers are not part of the model (the loader
     skips their tensors)."""
-    dr = c.qk_rope_head_dim
-    params = rope_parameters_of(c)
-    rope = rope_spec(params, head_dim=dr, max_position_embeddings=c.max_position_embeddings,
-                     where="deepseek_v3 rope_parameters")
+    f = mla(c)
     first = int(attr(c, "first_k_dense_replace", 0))
-    groups = int(attr(c, "n_group", 1))
+    return sigmoid_experts(c, f, tuple(range(first, c.num_hidden_layers)))
+
+
+def mla(c: Any) -> dict[str, Any]:
+    """DeepSeek-V3's decoder with latent attention and dense SwiGLU feed-forwards (Youtu's
+    whole model; the experts are added by :func:`sigmoid_experts`)."""
+    dr = c.qk_rope_head_dim
+    rope = rope_spec(rope_parameters_of(c), head_dim=dr, max_position_embeddings=c.max_position_embeddings,
+                     where=f"{c.model_type} rope_parameters")
     f = dict(
         vocab_size=c.vocab_size, d_model=c.hidden_size, n_layers=c.num_hidden_layers,
         n_heads=c.num_attention_heads, head_dim=dr, d_ff=c.intermediate_size,
@@ -82,19 +89,38 @@ def deepseek_v3(c: Any) -> dict[str, Any]:
         qk_nope_head_dim=c.qk_nope_head_dim, qk_rope_head_dim=dr, v_head_dim=c.v_head_dim,
     )
     if f["activation"] != "silu":
-        raise NotImplementedError(f"deepseek_v3: hidden_act={c.hidden_act!r}; this family uses silu")
-    sparse = tuple(range(first, c.num_hidden_layers))
-    if sparse:
-        n_shared = int(attr(c, "n_shared_experts", 0))
-        f.update(
-            n_experts=c.n_routed_experts, experts_top_k=c.num_experts_per_tok,
-            expert_d_ff=c.moe_intermediate_size, n_shared_experts=n_shared,
-            shared_expert_d_ff=n_shared * c.moe_intermediate_size if n_shared else None,
-            moe_score="sigmoid", moe_normalize=bool(c.norm_topk_prob),
-            moe_scaling=float(c.routed_scaling_factor), moe_bias_balancing=True, moe_layers=sparse,
-            moe_n_groups=groups if groups > 1 else None,
-            moe_topk_groups=int(c.topk_group) if groups > 1 else None,
-        )
+        raise NotImplementedError(f"{c.model_type}: hidden_act={c.hidden_act!r}; this family uses silu")
+    return f
+
+
+@stores(mtp_layers=True)
+def glm4_moe_lite(c: Any) -> dict[str, Any]:
+    """GLM-4-MoE-Lite (``glm4_moe_lite``): DeepSeek-V3's latent attention and router; its sparse
+    layers are those ``mlp_layer_types`` marks ``"sparse"``."""
+    types = list(attr(c, "mlp_layer_types", []))
+    if len(types) != c.num_hidden_layers or set(types) - {"dense", "sparse"}:
+        raise ValueError(f"{c.model_type}: mlp_layer_types={types!r}; expected 'dense' or 'sparse' "
+                         f"for each of the {c.num_hidden_layers} layers")
+    return sigmoid_experts(c, mla(c), tuple(i for i, t in enumerate(types) if t == "sparse"))
+
+
+def sigmoid_experts(c: Any, f: dict, sparse: tuple[int, ...]) -> dict:
+    """DeepSeek-V3's mixture on the ``sparse`` layers: sigmoid scores with a choice bias,
+    group-limited top-k (``n_group``, ``topk_group``), ``routed_scaling_factor``, and
+    ``n_shared_experts`` always-on experts (GLM-4.5, dots.llm1 and Solar Open route alike)."""
+    if not sparse:
+        return f
+    groups = int(attr(c, "n_group", 1))
+    n_shared = int(attr(c, "n_shared_experts", 0))
+    f.update(
+        n_experts=c.n_routed_experts, experts_top_k=c.num_experts_per_tok,
+        expert_d_ff=c.moe_intermediate_size, n_shared_experts=n_shared,
+        shared_expert_d_ff=n_shared * c.moe_intermediate_size if n_shared else None,
+        moe_score="sigmoid", moe_normalize=bool(c.norm_topk_prob),
+        moe_scaling=float(c.routed_scaling_factor), moe_bias_balancing=True, moe_layers=sparse,
+        moe_n_groups=groups if groups > 1 else None,
+        moe_topk_groups=int(c.topk_group) if groups > 1 else None,
+    )
     return f
 
 
@@ -165,7 +191,21 @@ def qwen3_5(c: Any) -> dict[str, Any]:
     return f
 
 
+def olmoe(c: Any) -> dict[str, Any]:
+    """OLMoE: Llama's pre-norm block, QK-norm over the whole q and k projections (OLMo 2's),
+    every feed-forward a softmax top-k mixture (``norm_topk_prob`` renormalises)."""
+    if attr(c, "clip_qkv", None) is not None:
+        raise NotImplementedError(f"olmoe: clip_qkv={c.clip_qkv!r} clamps q, k and v; llmviz has no clamp")
+    f = check_glu_silu(c, decoder(c))
+    f.update(qk_norm="rms", qk_norm_eps=float(c.rms_norm_eps), qk_norm_scope="all",
+             n_experts=c.num_experts, experts_top_k=c.num_experts_per_tok,
+             expert_d_ff=c.intermediate_size, moe_normalize=bool(attr(c, "norm_topk_prob", False)),
+             router_aux_loss_coef=float(attr(c, "router_aux_loss_coef", 0.0)))
+    return f
+
+
 #: model_type -> reader, for the families above.
 READERS_2025 = {"mixtral": mixtral, "qwen2_moe": qwen2_moe, "qwen3_moe": qwen3_moe,
                 "deepseek_v3": deepseek_v3, "gpt_oss": gpt_oss, "qwen3_next": qwen3_next,
-                "qwen3_5_text": qwen3_5, "qwen3_5_moe_text": qwen3_5}
+                "qwen3_5_text": qwen3_5, "qwen3_5_moe_text": qwen3_5, "olmoe": olmoe,
+                "sarvam_mla": deepseek_v3, "glm4_moe_lite": glm4_moe_lite, "youtu": mla}  # Sarvam-MLA runs transformers' DeepSeek-V3 classes

@@ -6,6 +6,9 @@
 (671, 37)
 >>> a.to_frame()                      # one row per fact; a.layers_frame(): one row per layer  # doctest: +SKIP
 
+The block diagram is :func:`llmviz.plots.anatomy.plot_anatomy` (plots depend on this module,
+never the reverse).
+
 Works offline: it reads a transformers config object, a plain dict (a parsed ``config.json``,
 with its ``model_type``) or the path of a ``config.json`` (or of the folder holding one).
 Parameter counts are exact (tested against the models transformers builds); the KV cache counts
@@ -20,7 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._checks import check_positive_int
-from ._counts import ANATOMY_FAMILIES, LayerAnatomy, read_architecture
+from ._counts import LayerAnatomy, read_architecture
+from .config import REFUSED, SUPPORTED
 
 __all__ = ["Anatomy", "LayerAnatomy", "anatomy"]
 
@@ -148,13 +152,6 @@ class Anatomy:
         frame = pd.DataFrame([vars(layer) for layer in self.layers]).set_index("index")
         return frame.astype({"window": "Int64", "rotary_dim": "Int64"})  # None stays missing
 
-    def plot(self, *, ax=None):
-        """Draw the model as a block diagram (:func:`llmviz.plots.anatomy.plot_anatomy`);
-        returns the ``Axes``."""
-        from ..plots.anatomy import plot_anatomy
-
-        return plot_anatomy(self, ax=ax)
-
     def _repr_html_(self) -> str:
         return self.to_frame().to_html(index=False)
 
@@ -199,9 +196,7 @@ def _as_config(config: Any) -> Any:
             )
         from transformers import AutoConfig
 
-        if model_type not in ANATOMY_FAMILIES:
-            raise NotImplementedError(f"anatomy has no reader for model_type {model_type!r}; "
-                                      f"it reads {sorted(ANATOMY_FAMILIES)}")
+        _check_family(model_type)
         rest = {k: v for k, v in config.items() if k != "model_type"}
         return AutoConfig.for_model(model_type, **rest)
     if not isinstance(getattr(config, "model_type", None), str):
@@ -212,6 +207,13 @@ def _as_config(config: Any) -> Any:
     if config.model_type == "gemma3":  # the vision-language wrapper: describe its text model
         return config.text_config
     return config
+
+
+def _check_family(model_type: str) -> None:
+    if model_type not in SUPPORTED:
+        why = f" ({REFUSED[model_type]})" if model_type in REFUSED else ""
+        raise NotImplementedError(f"anatomy has no reader for model_type {model_type!r}{why}; "
+                                  f"it reads the families the loader reads: {sorted(SUPPORTED)}")
 
 
 def anatomy(config: Any, *, bytes_per_element: int = 2, context: int = 4096) -> Anatomy:
@@ -229,29 +231,23 @@ def anatomy(config: Any, *, bytes_per_element: int = 2, context: int = 4096) -> 
     for name, value in (("bytes_per_element", bytes_per_element), ("context", context)):
         check_positive_int(value, name)
     c = _as_config(config)
-    arch, layers, outside = read_architecture(c)
-    if c.model_type == "gpt2":
-        C, H, G, D, L = c.n_embd, c.n_head, c.n_head, c.n_embd // c.n_head, c.n_layer
-        embedding = c.vocab_size * C + c.n_positions * C
-    else:
-        C, H, L = c.hidden_size, c.num_attention_heads, c.num_hidden_layers
-        G = getattr(c, "num_key_value_heads", None) or H
-        D = getattr(c, "head_dim", None) or C // H
-        if c.model_type == "deepseek_v3":  # MLA: a query/key head is its nope and rope parts
-            D = c.qk_nope_head_dim + c.qk_rope_head_dim
-            G = 1  # one latent per token serves every head (MQA over latents when absorbed)
-        embedding = c.vocab_size * C
-    tied = bool(getattr(c, "tie_word_embeddings", False))
-    embedding += 0 if tied else c.vocab_size * C
+    _check_family(c.model_type)
+    cfg, arch, layers, outside = read_architecture(c)
+    C, H, G, D, L = cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.n_layers
+    if arch.latent_dim is not None:  # MLA: a query/key head is its nope and rope parts
+        D = cfg.qk_nope_head_dim + cfg.qk_rope_head_dim
+        G = 1  # one latent per token serves every head (MQA over latents when absorbed)
+    embedding = cfg.vocab_size * C + (cfg.max_seq_len * C if cfg.position == "learned" else 0)
+    tied = cfg.tie_embeddings
+    embedding += 0 if tied else cfg.vocab_size * C
     total = outside + sum(layer.params for layer in layers)
     active = outside + sum(layer.active_params for layer in layers)
     return Anatomy(
         model_type=c.model_type, n_layers=L, d_model=C, n_heads=H, n_kv_heads=G, head_dim=D,
-        vocab_size=c.vocab_size, tie_embeddings=tied, norm=arch.norm, placement=arch.placement,
+        vocab_size=cfg.vocab_size, tie_embeddings=tied, norm=arch.norm, placement=arch.placement,
         qk_norm=arch.qk_norm, ffn=arch.ffn, activation=arch.activation, d_ff=arch.d_ff,
         experts=arch.experts, experts_active=arch.experts_active, shared_experts=arch.shared_experts,
         expert_d_ff=arch.expert_d_ff, layers=tuple(layers), total_params=total, active_params=active,
         embedding_params=embedding, bytes_per_element=bytes_per_element, context=context,
-        sinks=c.model_type == "gpt_oss", output_gate=c.model_type == "qwen3_next",
-        latent_dim=c.kv_lora_rank if c.model_type == "deepseek_v3" else None,
+        sinks=arch.sinks, output_gate=arch.output_gate, latent_dim=arch.latent_dim,
     )

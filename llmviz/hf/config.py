@@ -6,13 +6,14 @@ RoPE per layer type) and checks every config field that would change the computa
 llmviz cannot represent raises ``NotImplementedError`` (a feature llmviz lacks) or
 ``ValueError`` (a value that contradicts the family), naming the field.
 
-Readers (in ``_readers`` and ``_readers_2025``): llama, mistral, qwen2, qwen3, gemma, gemma2,
-gemma3_text, olmo2, phi3, gpt2, smollm3, and the 2025-26 ones: mixtral, qwen2_moe, qwen3_moe
-(mixtures of experts), deepseek_v3 (latent attention and experts), gpt_oss (sinks, alternating
-windows, biased clamped-GLU experts), qwen3_next (Gated DeltaNet layers, gated attention, gated
-shared expert), qwen3_5_text and qwen3_5_moe_text (Qwen3.5's text models: Qwen3-Next's stack,
-projections stored apart, multimodal RoPE read as 1-D on text) and olmo3 (OLMo 2's block with
-3:1 sliding and full layers).
+Readers live by kind: ``_readers`` (the shared field readers and the families through 2024),
+``_readers_dense`` (dense decoders that are Llama's block with a family's own choices),
+``_readers_2025`` (experts, latent attention, sinks, Gated DeltaNet hybrids) and ``_readers_moe``
+(DeepSeek-V3-routed experts under softmax attention). :data:`SUPPORTED` is their union and the
+one list of loaded families (docstrings, anatomy and the tests read it); :data:`REFUSED`
+(``_refused``) gives the reason for every other causal-LM ``model_type`` transformers ships.
+A reader's ``@stores(...)`` declaration (:mod:`._layout`) says how its checkpoints name their
+tensors.
 """
 
 from __future__ import annotations
@@ -23,22 +24,11 @@ from typing import Any
 from ..model.config import ModelConfig
 from ._readers import READERS
 from ._readers_2025 import READERS_2025
+from ._readers_dense import READERS_DENSE
+from ._readers_moe import READERS_MOE
+from ._refused import REFUSED
 
 __all__ = ["REFUSED", "SUPPORTED", "config_from_hf", "family_of"]
-
-#: model_type -> why llmviz refuses it (each reason names what would be lost or what to load instead).
-REFUSED = {
-    "deepseek_v2": "its group-limited router ranks expert groups by their best softmax score, while "
-                   "llmviz's router ranks them by the sum of their two best (DeepSeek-V3's rule); "
-                   "DeepSeek-V3 checkpoints (model_type 'deepseek_v3') load",
-    "gemma3": "a vision-language model; load its text part (Gemma3ForCausalLM, model_type "
-              "'gemma3_text') instead",
-    "qwen3_5": "a vision-language model; load its text part (Qwen3_5ForCausalLM, model_type "
-               "'qwen3_5_text') instead",
-    "qwen3_5_moe": "a vision-language model; load its text part (Qwen3_5MoeForCausalLM, model_type "
-                   "'qwen3_5_moe_text') instead",
-}
-
 
 def family_of(hf_config: Any) -> str:
     """``hf_config.model_type``, checked: refused and unknown families raise here."""
@@ -49,9 +39,7 @@ def family_of(hf_config: Any) -> str:
             f"transformers.AutoConfig.from_pretrained(path); got {type(hf_config).__name__}"
         )
     if model_type in REFUSED:
-        raise NotImplementedError(
-            f"model_type {model_type!r} is not supported yet: {REFUSED[model_type]}"
-        )
+        raise NotImplementedError(f"model_type {model_type!r} is refused: {REFUSED[model_type]}")
     if model_type not in SUPPORTED:
         raise NotImplementedError(
             f"model_type {model_type!r} has no llmviz reader; supported: {sorted(SUPPORTED)}"
@@ -76,4 +64,4 @@ def config_from_hf(hf_config: Any, **overrides: Any) -> ModelConfig:
 
 
 #: model_type -> reader returning ModelConfig fields.
-SUPPORTED: dict[str, Callable[[Any], dict[str, Any]]] = {**READERS, **READERS_2025}
+SUPPORTED: dict[str, Callable[[Any], dict[str, Any]]] = {**READERS, **READERS_DENSE, **READERS_2025, **READERS_MOE}

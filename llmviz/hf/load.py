@@ -17,7 +17,8 @@ from typing import Any
 import torch
 
 from ..model.lm import DecoderLM
-from .config import config_from_hf, family_of
+from ._layout import layout_of
+from .config import SUPPORTED, config_from_hf, family_of
 from .weights import load_checkpoint, state_dict_of
 
 __all__ = ["from_hf"]
@@ -54,7 +55,8 @@ def from_hf(
             )
     family = family_of(config)
     ours = config_from_hf(config)
-    model = load_checkpoint(state_dict_of(model_or_state_dict), ours, family)
+    model = load_checkpoint(state_dict_of(model_or_state_dict), ours, family,
+                            layout_of(SUPPORTED[family]))
     if dtype is not None:
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
             raise TypeError(f"dtype must be a floating torch.dtype such as torch.bfloat16, got {dtype!r}")

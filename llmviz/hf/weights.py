@@ -13,8 +13,10 @@ or ``transformer.`` prefix):
   sandwich) or ``attn_norm`` (OLMo 2, norm after the sublayer);
 * ``pre_feedforward_layernorm`` -> ``ffn_norm``; ``post_feedforward_layernorm`` ->
   ``post_ffn_norm`` (sandwich) or ``ffn_norm`` (OLMo 2);
-* Phi-3's fused ``qkv_proj`` (rows q | k | v) -> ``q_proj``, ``k_proj``, ``v_proj``, and
-  ``gate_up_proj`` (rows gate | up) -> ``gate_proj``, ``up_proj``;
+* fused projections, as the reader's :class:`~._layout.Layout` declares them: Phi-3's
+  ``qkv_proj`` (rows q | k | v) -> ``q_proj``, ``k_proj``, ``v_proj``, and ``gate_up_proj``
+  (rows gate | up) -> ``gate_proj``, ``up_proj`` (GLM stores the latter too); norm names and
+  module paths a family renames come from the same declaration;
 * GPT-2's ``c_attn`` (split like ``qkv_proj``), ``c_fc``, ``c_proj``: transposed, since its
   ``Conv1D`` stores ``(in, out)``; ``wte``/``wpe``/``ln_f``/``ln_1``/``ln_2`` ->
   ``embed_tokens``/``embed_positions``/``norm``/``attn_norm``/``ffn_norm``.
@@ -47,6 +49,7 @@ import torch
 
 from ..model.config import ModelConfig
 from ..model.lm import DecoderLM
+from ._layout import LLAMA, Layout
 from .layers import split_ba, split_qkvz
 
 __all__ = ["Source", "load_checkpoint", "plan_for", "state_dict_of"]
@@ -90,12 +93,14 @@ def state_dict_of(model_or_state_dict: Any) -> dict[str, torch.Tensor]:
     return sd
 
 
-def plan_for(config: ModelConfig, family: str, target_keys: list[str]) -> dict[str, Source]:
+def plan_for(config: ModelConfig, family: str, target_keys: list[str],
+             layout: Layout = LLAMA) -> dict[str, Source]:
     """For each llmviz tensor name in ``target_keys``, its :class:`Source` in the checkpoint
-    (checkpoint names without the ``model.``/``transformer.`` prefix)."""
+    (checkpoint names without the ``model.``/``transformer.`` prefix), following the family's
+    declared ``layout`` (fused projections, norm names, renamed modules)."""
     if family == "gpt2":
         return {k: _gpt2_source(k, config) for k in target_keys}
-    inverse = {ours: hf for hf, ours in _NORM_NAMES[config.placement].items()}
+    inverse = {ours: hf for hf, ours in (layout.norms or _NORM_NAMES[config.placement]).items()}
     plan = {}
     for key in target_keys:
         if not key.startswith("layers."):
@@ -104,8 +109,11 @@ def plan_for(config: ModelConfig, family: str, target_keys: list[str]) -> dict[s
         _, i, module, rest = key.split(".", 3)
         if module in inverse:
             plan[key] = Source(f"layers.{i}.{inverse[module]}.{rest}")
-        elif family == "phi3" and rest.startswith(("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")):
-            plan[key] = _phi3_source(i, module, rest, config)
+        elif layout.fused_name(rest.split(".")[0]) is not None:
+            plan[key] = _fused_source(i, module, rest, config, layout)
+        elif f"{module}.{rest.split('.')[0]}" in layout.renames:
+            name, tail = rest.split(".", 1)
+            plan[key] = Source(f"layers.{i}.{layout.renames[f'{module}.{name}']}.{tail}")
         elif family in _LAYER_SOURCES:
             plan[key] = _LAYER_SOURCES[family](i, module, rest, config) or Source(key)
         else:
@@ -193,13 +201,15 @@ _LAYER_SOURCES = {"gpt_oss": _gpt_oss_source, "qwen2_moe": _shared_expert_source
                   "qwen3_5_moe_text": _qwen3_5_source}
 
 
-def _phi3_source(i: str, module: str, rest: str, c: ModelConfig) -> Source:
-    name = rest.split(".")[0]
-    q, kv = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
-    rows = {"q_proj": (0, q), "k_proj": (q, q + kv), "v_proj": (q + kv, q + 2 * kv),
-            "gate_proj": (0, c.d_ff), "up_proj": (c.d_ff, 2 * c.d_ff)}[name]
-    fused = "qkv_proj" if name in ("q_proj", "k_proj", "v_proj") else "gate_up_proj"
-    return Source(f"layers.{i}.{module}.{fused}.{rest.split('.', 1)[1]}", rows)
+def _fused_source(i: str, module: str, rest: str, c: ModelConfig, layout: Layout) -> Source:
+    """Rows of a fused projection: its parts stored one after another."""
+    name, tail = rest.split(".", 1)
+    fused = layout.fused_name(name)
+    width = {"q_proj": c.n_heads * c.head_dim, "k_proj": c.n_kv_heads * c.head_dim,
+             "v_proj": c.n_kv_heads * c.head_dim, "gate_proj": c.d_ff, "up_proj": c.d_ff}
+    parts = layout.fused[fused]
+    start = sum(width[p] for p in parts[:parts.index(name)])
+    return Source(f"layers.{i}.{module}.{fused}.{tail}", (start, start + width[name]))
 
 
 def _gpt2_source(key: str, c: ModelConfig) -> Source:
@@ -255,15 +265,17 @@ def _transposed(plan: dict[str, Source], key: str) -> bool:
     return any(s.transpose for s in plan.values() if s.key == key)
 
 
-def load_checkpoint(sd: dict[str, torch.Tensor], config: ModelConfig, family: str) -> DecoderLM:
-    """A :class:`DecoderLM` built from ``config`` holding the tensors of ``sd`` (strict)."""
-    sd = _strip_prefix(sd, "transformer." if family == "gpt2" else "model.")
-    if family == "deepseek_v3":  # multi-token-prediction layers: not part of the causal LM
+def load_checkpoint(sd: dict[str, torch.Tensor], config: ModelConfig, family: str,
+                    layout: Layout = LLAMA) -> DecoderLM:
+    """A :class:`DecoderLM` built from ``config`` holding the tensors of ``sd`` (strict), stored
+    as ``layout`` declares."""
+    sd = _strip_prefix(sd, layout.prefix)
+    if layout.mtp_layers:  # multi-token-prediction layers: not part of the causal LM
         sd = {k: v for k, v in sd.items()
               if not (k.startswith("layers.") and int(k.split(".")[1]) >= config.n_layers)}
     model = DecoderLM(config)
     target = model.state_dict()
-    plan = plan_for(config, family, [k for k in target if k != "lm_head.weight"])
+    plan = plan_for(config, family, [k for k in target if k != "lm_head.weight"], layout)
     embed_key = plan["embed_tokens.weight"].key
     used = {src.key for src in plan.values()}
     missing = sorted(k for k in used if k not in sd)

@@ -25,7 +25,19 @@ _QWEN3_5 = dict(num_hidden_layers=4, head_dim=16, linear_num_key_heads=2, linear
                 rope_parameters={"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5,
                                  "mrope_section": [2, 1, 1], "mrope_interleaved": True})
 
-#: name -> (config class, model class, config overrides)
+_SIGMOID_MOE = dict(num_hidden_layers=3, n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+                    n_shared_experts=1, first_k_dense_replace=1, n_group=2, topk_group=1,
+                    routed_scaling_factor=2.5, norm_topk_prob=True, attention_bias=True)
+
+FAMILIES_MLA = dict(num_hidden_layers=3, num_key_value_heads=4, n_routed_experts=8, num_experts_per_tok=2,
+                    moe_intermediate_size=32, n_shared_experts=1, first_k_dense_replace=1,
+                    n_group=2, topk_group=1, q_lora_rank=24, kv_lora_rank=16,
+                    qk_nope_head_dim=8, qk_rope_head_dim=8, v_head_dim=12, routed_scaling_factor=2.5,
+                    rope_parameters={"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e4,
+                                     "original_max_position_embeddings": 16,
+                                     "mscale": 1.0, "mscale_all_dim": 1.0})
+
+#: name -> (config class, model class (None: the auto class's choice), config overrides)
 FAMILIES = {
     "llama": ("LlamaConfig", "LlamaForCausalLM",
               dict(rope_parameters={"rope_type": "default", "rope_theta": 500000.0})),
@@ -61,15 +73,7 @@ FAMILIES = {
     "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM",
                   dict(head_dim=16, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
                        norm_topk_prob=True, mlp_only_layers=[0])),
-    "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM",
-                    dict(num_hidden_layers=3, num_key_value_heads=4, n_routed_experts=8, num_experts_per_tok=2,
-                         moe_intermediate_size=32, n_shared_experts=1, first_k_dense_replace=1,
-                         n_group=2, topk_group=1, q_lora_rank=24, kv_lora_rank=16,
-                         qk_nope_head_dim=8, qk_rope_head_dim=8, v_head_dim=12,
-                         routed_scaling_factor=2.5,
-                         rope_parameters={"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e4,
-                                          "original_max_position_embeddings": 16,
-                                          "mscale": 1.0, "mscale_all_dim": 1.0})),
+    "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM", dict(FAMILIES_MLA)),
     "gpt_oss": ("GptOssConfig", "GptOssForCausalLM",
                 dict(head_dim=16, num_local_experts=4, num_experts_per_tok=2, sliding_window=5,
                      swiglu_limit=1.0, layer_types=["sliding_attention", "full_attention"],
@@ -94,6 +98,49 @@ FAMILIES = {
                        "sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
                        "full_attention": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e4,
                                           "original_max_position_embeddings": 16}})),
+    # dense decoders that are Llama's block with a family's own choices
+    "glm": ("GlmConfig", "GlmForCausalLM", dict(head_dim=16, partial_rotary_factor=0.5)),
+    "glm4": ("Glm4Config", "Glm4ForCausalLM", dict(head_dim=16, partial_rotary_factor=0.5)),
+    "ernie4_5": ("Ernie4_5Config", "Ernie4_5ForCausalLM", dict(head_dim=16, use_bias=True)),
+    "seed_oss": ("SeedOssConfig", "SeedOssForCausalLM",
+                 dict(head_dim=16, attention_bias=True, attention_out_bias=True, mlp_bias=True)),
+    "helium": ("HeliumConfig", "HeliumForCausalLM", dict(head_dim=16, attention_bias=True)),
+    "arcee": ("ArceeConfig", "ArceeForCausalLM", dict(attention_bias=True, mlp_bias=True)),
+    "jais2": ("Jais2Config", "Jais2ForCausalLM", {}),
+    "ministral": ("MinistralConfig", "MinistralForCausalLM",
+                  dict(head_dim=16, sliding_window=6, layer_types=["sliding_attention", "full_attention"],
+                       rope_parameters={"rope_type": "default", "rope_theta": 1e4})),
+    "cwm": ("CwmConfig", "CwmForCausalLM", dict(num_hidden_layers=4, sliding_window=6)),
+    "internlm3": ("InternLM3Config", None,
+                  dict(head_dim=16, attention_bias=True, mlp_bias=True)),
+    "iquestcoder": ("IQuestCoderConfig", None, dict(head_dim=16)),
+    "starcoder2": ("Starcoder2Config", "Starcoder2ForCausalLM", dict(sliding_window=7)),
+    "stablelm": ("StableLmConfig", "StableLmForCausalLM",
+                 dict(use_qkv_bias=True, partial_rotary_factor=0.25)),
+    "stablelm-parallel": ("StableLmConfig", "StableLmForCausalLM", dict(use_parallel_residual=True)),
+    "olmoe": ("OlmoeConfig", "OlmoeForCausalLM", dict(num_experts=4, num_experts_per_tok=2)),
+    "glm4_moe": ("Glm4MoeConfig", "Glm4MoeForCausalLM",
+                 dict(_SIGMOID_MOE, head_dim=16, partial_rotary_factor=0.5, use_qk_norm=True)),
+    "solar_open": ("SolarOpenConfig", "SolarOpenForCausalLM", dict(_SIGMOID_MOE, head_dim=16)),
+    "dots1": ("Dots1Config", "Dots1ForCausalLM",
+              dict(_SIGMOID_MOE, head_dim=16, sliding_window=6, max_window_layers=1)),
+    "exaone4": ("Exaone4Config", "Exaone4ForCausalLM",
+                dict(num_hidden_layers=4, head_dim=16, sliding_window=6, sliding_window_pattern=2)),
+    "exaone4-full": ("Exaone4Config", "Exaone4ForCausalLM",  # no window: every layer rotates
+                     dict(head_dim=16, sliding_window=None, layer_types=["full_attention"] * 2)),
+    "flex_olmo": ("FlexOlmoConfig", "FlexOlmoForCausalLM", dict(num_experts=4, num_experts_per_tok=2)),
+    # families transformers runs with another family's classes (the auto class picks them)
+    "exaone": ("ExaoneConfig", None, dict(head_dim=16, attention_bias=True)),
+    "sarvam_moe": ("SarvamMoEConfig", None, dict(_SIGMOID_MOE, head_dim=16, use_qk_norm=True)),
+    "sarvam_mla": ("SarvamMLAConfig", None, dict(FAMILIES_MLA)),
+    "glm4_moe_lite": ("Glm4MoeLiteConfig", "Glm4MoeLiteForCausalLM",
+                      dict(FAMILIES_MLA, mlp_layer_types=["dense", "sparse", "dense"])),
+    "youtu": ("YoutuConfig", "YoutuForCausalLM",
+              {k: v for k, v in FAMILIES_MLA.items() if k in ("num_key_value_heads", "q_lora_rank",
+               "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "rope_parameters")}),
+    "vaultgemma": ("VaultGemmaConfig", "VaultGemmaForCausalLM",
+                   dict(head_dim=16, sliding_window=6, query_pre_attn_scalar=20,
+                        attn_logit_softcapping=5.0, final_logit_softcapping=3.0)),
 }
 
 
@@ -106,7 +153,11 @@ def build(config_cls: str, model_cls: str, **overrides):
         cfg = dict(_TINY)
     cfg.update(overrides)
     torch.manual_seed(0)
-    hf = getattr(transformers, model_cls)(getattr(transformers, config_cls)(**cfg)).eval()
+    config = getattr(transformers, config_cls)(**cfg)
+    if model_cls is None:  # families that reuse another family's classes (InternLM3: Llama's)
+        hf = transformers.AutoModelForCausalLM.from_config(config).eval()
+    else:
+        hf = getattr(transformers, model_cls)(config).eval()
     with torch.no_grad():
         for name, p in hf.named_parameters():
             if "norm" in name or "ln_" in name or name.endswith((".bias", "sinks", "_bias")):

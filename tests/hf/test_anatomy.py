@@ -11,6 +11,8 @@ import torch
 
 from llmviz.hf import Anatomy, anatomy, from_hf
 
+from .conftest import FAMILIES
+
 transformers = pytest.importorskip("transformers")
 
 _TINY = dict(vocab_size=100, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
@@ -208,3 +210,14 @@ def test_anatomy_counts_the_loaded_2025_models(family, make_hf):
     hf = make_hf(family)
     ours = from_hf(hf)
     assert anatomy(hf.config).total_params == sum(p.numel() for p in ours.parameters())
+
+
+@pytest.mark.parametrize("family", sorted(f for f in FAMILIES if FAMILIES[f][0] not in TINY and f != "gpt2"))
+def test_anatomy_of_every_loaded_family_counts_both_models(family, make_hf):
+    """Families anatomy reads through the loader's own reader: its counts equal the parameters
+    of the model transformers builds and of the model the bridge loads."""
+    hf = make_hf(family)
+    a = anatomy(hf.config)
+    assert a.total_params == sum(p.numel() for p in hf.parameters())
+    assert a.total_params == sum(p.numel() for p in from_hf(hf).parameters())
+    assert a.active_params <= a.total_params and len(a.layers) == hf.config.num_hidden_layers

@@ -184,3 +184,38 @@ def test_deepseek_v3_choice_bias_stays_float32(make_hf):
     ours = from_hf(make_hf("deepseek_v3"), dtype=torch.bfloat16)
     assert ours.layers[1].mlp.gate.e_score_correction_bias.dtype == torch.float32
     assert ours.layers[1].mlp.experts.gate_up_proj.dtype == torch.bfloat16
+
+
+def test_bridge_family_features_are_represented(make_hf):
+    """What each family of the bridge adds arrives in the translated config (the parity rows
+    above would pass trivially if a feature were dropped on both sides)."""
+    c = config_from_hf(make_hf("glm").config)
+    assert (c.rope_layout, c.rotary_dim, c.attn_bias, c.o_bias) == ("interleaved", 8, True, False)
+    assert config_from_hf(make_hf("glm4").config).placement == "sandwich"
+    c = config_from_hf(make_hf("ernie4_5").config)
+    assert (c.rope_layout, c.bias, c.attn_bias) == ("interleaved", True, True)
+    c = config_from_hf(make_hf("seed_oss").config)
+    assert (c.attn_bias, c.o_bias, c.bias) == (True, True, True)
+    c = config_from_hf(make_hf("jais2").config)
+    assert (c.norm, c.ffn, c.activation, c.bias) == ("layer", "mlp", "relu2", True)
+    c = config_from_hf(make_hf("starcoder2").config)
+    assert (c.norm, c.ffn, c.activation, c.layer_windows) == ("layer", "mlp", "gelu_tanh", (7, 7))
+    c = config_from_hf(make_hf("stablelm").config)
+    assert (c.rotary_dim, c.attn_bias, c.o_bias, c.parallel) == (4, True, False, False)
+    assert config_from_hf(make_hf("stablelm-parallel").config).parallel
+    c = config_from_hf(make_hf("exaone4").config)  # sliding layers rotate, full ones are NoPE
+    assert (c.layer_windows, c.nope_layers, c.placement) == ((6, None, 6, None), (1, 3), "post_sublayer")
+    assert config_from_hf(make_hf("exaone4-full").config).nope_layers is None
+    c = config_from_hf(make_hf("vaultgemma").config)
+    assert (c.placement, c.norm, c.attn_softcap) == ("pre", "rms_gemma", 5.0)
+    c = config_from_hf(make_hf("olmoe").config)
+    assert (c.qk_norm_scope, c.n_experts, c.moe_layers) == ("all", 4, None)
+    assert config_from_hf(make_hf("flex_olmo").config).placement == "post_sublayer"
+    c = config_from_hf(make_hf("glm4_moe").config)
+    assert (c.moe_layers, c.moe_score, c.moe_n_groups, c.qk_norm, c.rotary_dim) == (
+        (1, 2), "sigmoid", 2, "rms", 8)
+    c = config_from_hf(make_hf("glm4_moe_lite").config)
+    assert (c.attn_kind, c.moe_layers) == ("mla", (1,))
+    c = config_from_hf(make_hf("youtu").config)
+    assert (c.attn_kind, c.n_experts) == ("mla", None)
+    assert config_from_hf(make_hf("dots1").config).layer_windows == (None, 6, 6)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
 from llmviz.hf import (
     REFUSED,
+    SUPPORTED,
     config_from_hf,
     from_hf,
 )
@@ -95,15 +98,37 @@ def test_rope_refusals(rope, error, match, make_hf):
 
 
 @pytest.mark.parametrize("model_type", sorted(REFUSED))
-def test_refused_families_are_named(model_type):
-    config = transformers.AutoConfig.for_model(model_type)
-    with pytest.raises(NotImplementedError, match=f"model_type '{model_type}' is not supported yet"):
-        config_from_hf(config)
+def test_refused_families_are_named_with_their_reason(model_type):
+    with pytest.raises(NotImplementedError, match=f"model_type '{model_type}' is refused: ") as err:
+        config_from_hf(SimpleNamespace(model_type=model_type))
+    assert REFUSED[model_type] in str(err.value)
+    assert model_type not in SUPPORTED
+
+
+def test_every_causal_lm_transformers_ships_is_loaded_or_refused_by_name():
+    """transformers' causal-LM auto mapping: each model_type (or the model_type its config class
+    writes: gpt-sw3 is a GPT-2 config) is loaded or refused with a reason."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    neither = [t for t in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+               if t not in SUPPORTED and t not in REFUSED
+               and transformers.CONFIG_MAPPING[t].model_type not in SUPPORTED]
+    assert not neither, f"neither loaded nor refused by name: {neither}"
+    assert len(SUPPORTED) >= 40
+    stale = sorted(set(REFUSED) - set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES))
+    assert not stale, f"REFUSED names model types transformers does not ship: {stale}"
+
+
+def test_the_readme_counts_the_loaded_families():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert f"strict checkpoint loading of {len(SUPPORTED)} families" in readme
 
 
 def test_unknown_family_and_unsupported_features():
-    with pytest.raises(NotImplementedError, match="model_type 'bert' has no llmviz reader; supported"):
-        config_from_hf(transformers.BertConfig())
+    with pytest.raises(NotImplementedError, match="model_type 'my_model' has no llmviz reader; supported"):
+        config_from_hf(SimpleNamespace(model_type="my_model"))
     tiny = dict(vocab_size=100, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                 num_attention_heads=4)
     with pytest.raises(NotImplementedError, match="hidden_act='gelu'; this family uses silu"):

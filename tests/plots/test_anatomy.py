@@ -136,11 +136,11 @@ def test_title_gives_the_cache_per_token_and_the_head_its_tying():
     assert "untied" in _texts(plot_anatomy(untied), "head")[0]
 
 
-def test_draws_on_the_given_axes_and_the_anatomy_method_is_the_same_plot():
+def test_draws_on_the_given_axes_the_same_plot_each_time():
     a = anatomy(transformers.Qwen3Config(**_TINY, num_hidden_layers=2, head_dim=16))
     _, (left, right) = plt.subplots(1, 2)
     assert plot_anatomy(a, ax=left) is left
-    assert a.plot(ax=right) is right
+    assert plot_anatomy(a, ax=right) is right
     assert [t.get_text() for t in left.texts] == [t.get_text() for t in right.texts]
     assert "QK-norm" in _texts(left, "norm")[0]
 

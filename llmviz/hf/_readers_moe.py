@@ -1,0 +1,63 @@
+"""Family readers for :func:`llmviz.hf.config_from_hf`: mixtures of experts routed as
+DeepSeek-V3 routes (sigmoid scores, a choice bias, expert groups, shared experts) under
+softmax attention: GLM-4.5 (``glm4_moe``), dots.llm1 (``dots1``) and Solar Open
+(``solar_open``); and FlexOlmo (``flex_olmo``), OLMoE's experts in OLMo 2's block. The router's fields are read by :func:`._readers_2025.sigmoid_experts`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._layout import stores
+from ._readers import attr, check_glu_silu, decoder
+from ._readers_2025 import olmoe, sigmoid_experts
+
+__all__ = ["READERS_MOE", "dots1", "flex_olmo", "glm4_moe", "solar_open"]
+
+
+def _head_qk_norm(c: Any, f: dict) -> dict:
+    f.update(qk_norm="rms", qk_norm_eps=float(c.rms_norm_eps), qk_norm_scope="head")
+    return f
+
+
+@stores(mtp_layers=True)
+def glm4_moe(c: Any) -> dict[str, Any]:
+    """GLM-4.5: q/k/v biases (``attention_bias``, o_proj never), partial rotary (rotate-half),
+    optional per-head QK-norm (``use_qk_norm``); dense feed-forwards for the first
+    ``first_k_dense_replace`` layers, then DeepSeek-V3's mixture."""
+    f = check_glu_silu(c, decoder(c, allow_partial=True))
+    f["o_bias"] = False
+    if attr(c, "use_qk_norm", False):
+        _head_qk_norm(c, f)
+    first = int(attr(c, "first_k_dense_replace", 0))
+    return sigmoid_experts(c, f, tuple(range(first, c.num_hidden_layers)))
+
+
+def solar_open(c: Any) -> dict[str, Any]:
+    """Solar Open: Llama's attention (q/k/v biases from ``attention_bias``, o_proj never), every
+    feed-forward GLM-4.5's mixture (the config has no dense width)."""
+    f = check_glu_silu(c, decoder(c, d_ff=c.moe_intermediate_size))
+    f["o_bias"] = False
+    return sigmoid_experts(c, f, tuple(range(c.num_hidden_layers)))
+
+
+def dots1(c: Any) -> dict[str, Any]:
+    """dots.llm1: Qwen 3's attention (per-head QK-norm; sliding layers from ``layer_types``),
+    dense feed-forwards for the first ``first_k_dense_replace`` layers, then DeepSeek-V3's
+    mixture."""
+    f = _head_qk_norm(c, check_glu_silu(c, decoder(c)))
+    first = int(attr(c, "first_k_dense_replace", 0))
+    return sigmoid_experts(c, f, tuple(range(first, c.num_hidden_layers)))
+
+
+def flex_olmo(c: Any) -> dict[str, Any]:
+    """FlexOlmo: OLMoE's experts and whole-projection QK-norm in OLMo 2's block (norms on the
+    sublayer outputs, none before them)."""
+    f = olmoe(c)
+    f["placement"] = "post_sublayer"
+    return f
+
+
+#: model_type -> reader, for the families above.
+READERS_MOE = {"glm4_moe": glm4_moe, "solar_open": solar_open, "dots1": dots1, "flex_olmo": flex_olmo,
+               "sarvam_moe": glm4_moe}  # Sarvam-MoE runs transformers' GLM-4.5 classes
