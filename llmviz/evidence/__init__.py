@@ -2,8 +2,12 @@
 
 * :mod:`~llmviz.evidence.stats`: :class:`Estimate`, :func:`summarize`, :func:`paired`,
   :func:`paired_ratio`, :func:`paired_bootstrap`, :func:`t_quantile`.
-* :mod:`~llmviz.evidence.seeds`: :func:`run_seeds` (parallel over cores) and :class:`Runs`.
-* :mod:`~llmviz.evidence.verdict`: the three verdicts and :func:`decide`.
+* :mod:`~llmviz.evidence.seeds`: :func:`run_seeds` (parallel over cores on a CPU, in turn on
+  a GPU; :mod:`~llmviz.evidence.strategy` decides) and :class:`Runs`.
+* :mod:`~llmviz.evidence.verdict`: the verdicts and :func:`decide`.
+* :mod:`~llmviz.evidence.validity`: what lets an experiment decide its claim, computed:
+  :class:`Check`, :func:`beats_baseline`, :func:`positive_control`, :func:`can_detect`,
+  :func:`min_detectable`; a failed check makes the verdict :data:`CANNOT_DECIDE`.
 * :mod:`~llmviz.evidence.claims`: :class:`Claim` (box, glue, claims registry) and
   :func:`glue_number`.
 
@@ -22,6 +26,7 @@ A chapter's experiment, end to end::
 """
 
 from .claims import CHAPTER_ENV, CLAIMS_DIR_ENV, Claim, claims_file, glue_number, glue_text
+from .mystglue import glue
 from .seeds import Runs, run_grid, run_seeds
 from .stats import (
     Estimate,
@@ -32,7 +37,15 @@ from .stats import (
     summarize,
     t_quantile,
 )
-from .verdict import FAILS, HOLDS, UNRESOLVED, VERDICTS, decide
+from .validity import (
+    Check,
+    beats_baseline,
+    can_detect,
+    format_min_detectable,
+    min_detectable,
+    positive_control,
+)
+from .verdict import CANNOT_DECIDE, FAILS, HOLDS, UNRESOLVED, VERDICTS, decide
 
 __all__ = [
     "Estimate",
@@ -47,12 +60,20 @@ __all__ = [
     "Claim",
     "glue_number",
     "glue_text",
+    "glue",
     "proportion",
     "decide",
     "HOLDS",
     "FAILS",
     "UNRESOLVED",
+    "CANNOT_DECIDE",
     "VERDICTS",
+    "Check",
+    "beats_baseline",
+    "positive_control",
+    "can_detect",
+    "min_detectable",
+    "format_min_detectable",
     "CLAIMS_DIR_ENV",
     "CHAPTER_ENV",
     "claims_file",
