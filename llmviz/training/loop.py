@@ -30,10 +30,14 @@ small as chapter 9's (d=48, 2 layers, B=32, T=64) spends most of a step in its m
 and attention kernels, not in Python. Stacking several seeds into one ``vmap``-ed model was
 slower there (0.84x the tokens per second of one ``train()`` after another; its attention and
 RoPE ops fall back to a per-model loop under ``vmap``) and compiling gained about 1.07x,
-within noise. What pays is one run per core on ONE thread each, as
-:func:`llmviz.evidence.run_seeds` / ``run_grid`` run seeds: a second intra-op thread on such
-small matrices is no faster on an idle machine and many times slower on a busy one (17x,
-under a load of ~28 on 2 cores). ``TrainConfig.threads`` pins the count for one run, e.g.::
+within noise. What is left is one run per core on ONE thread each, as
+:func:`llmviz.evidence.run_seeds` / ``run_grid`` run seeds (two processes on a machine that
+busy were not resolved faster: 0.91x the time, [0.67, 1.22]; on two idle cores they are
+independent). A second intra-op thread on such small matrices is no faster on an idle machine
+and many times slower on a busy one (17x, under a load of ~28 on 2 cores). Larger batches are
+no way out: 4x the batch at the same tokens was not resolved faster (1.03x the time, [0.77,
+1.38]) and ended 0.55 nats worse held out after 6,400 windows, even at twice the rate.
+``TrainConfig.threads`` pins the count for one run, e.g.::
 
     history = train(model, tokens, config=TrainConfig(steps=1600, threads=1, seed=0))
 
