@@ -10,6 +10,11 @@
   :func:`min_detectable`; a failed check makes the verdict :data:`CANNOT_DECIDE`.
 * :mod:`~llmviz.evidence.claims`: :class:`Claim` (box, glue, claims registry) and
   :func:`glue_number`.
+* :mod:`~llmviz.evidence.records`: :class:`Experiment` (one function over variants x seeds, at
+  the sizes ``cpu``/``long``/``full``) and its stored :class:`Record` (fresh or stale,
+  reproducible, labelled); ``python -m llmviz.evidence.records list | check | run NAME``.
+* :mod:`~llmviz.evidence.compare`: :func:`compare_verdicts` and :func:`side_by_side`, the live
+  run beside the record.
 
 A chapter's experiment, end to end::
 
@@ -26,6 +31,17 @@ A chapter's experiment, end to end::
 """
 
 from .claims import CHAPTER_ENV, CLAIMS_DIR_ENV, Claim, claims_file, glue_number, glue_text
+from .compare import SideBySide, compare_verdicts, side_by_side
+from .records import (
+    EXPERIMENTS_ENV,
+    RECORDING_ENV,
+    RECORDS_DIR_ENV,
+    SIZES,
+    Experiment,
+    Record,
+    experiments,
+    records_dir,
+)
 from .mystglue import glue
 from .seeds import Runs, run_grid, run_seeds
 from .stats import (
@@ -74,6 +90,17 @@ __all__ = [
     "can_detect",
     "min_detectable",
     "format_min_detectable",
+    "Experiment",
+    "Record",
+    "experiments",
+    "records_dir",
+    "SIZES",
+    "RECORDS_DIR_ENV",
+    "EXPERIMENTS_ENV",
+    "RECORDING_ENV",
+    "compare_verdicts",
+    "side_by_side",
+    "SideBySide",
     "CLAIMS_DIR_ENV",
     "CHAPTER_ENV",
     "claims_file",

@@ -1,0 +1,303 @@
+"""Fingerprints of the code a recorded run executed, blind to comments, docstrings and layout.
+
+A record must go stale when the code behind it changes, and only then: a 30-minute run should
+not be thrown away because a comment was reworded. So a record stores, for every function the
+run *actually executed* in the library (or beside the experiment's own module), a hash of that
+function's source normalised by ``ast`` (comments, docstrings and formatting do not reach the
+syntax tree), plus one hash per module touched of its module-level statements other than
+functions, imports and ``Experiment(...)`` definitions (constants, class fields such as a config
+dataclass's defaults). An experiment's parameters are compared size by size instead, so tuning
+its live size leaves its long record fresh.
+
+* :class:`CodeTracer` collects the functions: a ``sys.settrace`` hook that sees each code object
+  once (it returns no local tracer, so the run's speed is not affected beyond one call per
+  Python frame). Code generated at run time (a dataclass's ``__init__``) has no file; its
+  ``self``'s class marks that class's module as touched.
+* :func:`fingerprint` hashes what was collected; :func:`changes` re-hashes the stored names from
+  the files on disk and lists what differs. A changed call graph always shows: to call a new
+  function, some executed function's source must change.
+
+Not seen: behaviour that changes without any source change in those files (a data file, a
+package upgrade; the record stores torch's and Python's versions for that).
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import hashlib
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CodeTracer", "fingerprint", "changes", "module_of"]
+
+_OWN_FILE = str(Path(__file__).resolve())  # the tracer's own exit is not the run's code
+#: Parsed files, by path: the (mtime, size) they were read at, the tree, the hashes taken.
+_TREES: dict[str, tuple[tuple[int, int], ast.Module, dict[str, str | None]]] = {}
+#: Module name -> its source file.
+_PATHS: dict[str, Path | None] = {}
+
+
+class CodeTracer:
+    """Collect the functions executed under ``roots`` while the ``with`` block runs.
+
+    ``functions``: ``{module name: {qualified name, ...}}`` after the block.
+    """
+
+    def __init__(self, roots: list[Path]) -> None:
+        self.roots = tuple(str(Path(r).resolve()) + os.sep for r in roots)
+        self._seen_code: set[Any] = set()
+        self._files: dict[str, set[str]] = {}
+        self._touched: set[str] = set()  # modules whose generated code ran (dataclass init)
+        self._previous = None
+        self._inside_cache: dict[str, bool] = {}
+
+    def _inside(self, filename: str) -> bool:
+        known = self._inside_cache.get(filename)
+        if known is None:
+            resolved = str(Path(filename).resolve())
+            known = resolved.startswith(self.roots) and resolved != _OWN_FILE
+            self._inside_cache[filename] = known
+        return known
+
+    def _trace(self, frame, event, arg):
+        local = self._previous(frame, event, arg) if self._previous is not None else None
+        code = frame.f_code
+        if code in self._seen_code:
+            return local
+        self._seen_code.add(code)
+        filename = code.co_filename
+        if not filename.startswith("<"):
+            if self._inside(filename):
+                self._files.setdefault(filename, set()).add(code.co_qualname)
+        elif "self" in code.co_varnames:  # generated: a dataclass's __init__, __eq__, ...
+            module = sys.modules.get(type(frame.f_locals["self"]).__module__)
+            path = getattr(module, "__file__", None)
+            if path and self._inside(path):
+                self._touched.add(module.__name__)
+        return local
+
+    def __enter__(self) -> CodeTracer:
+        self._previous = sys.gettrace()  # keep a coverage tool or debugger working
+        sys.settrace(self._trace)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        sys.settrace(self._previous)
+
+    @property
+    def functions(self) -> dict[str, list[str]]:
+        by_file = {str(Path(getattr(m, "__file__", "") or "").resolve()): name
+                   for name, m in list(sys.modules.items()) if getattr(m, "__file__", None)}
+        out: dict[str, set[str]] = {m: set() for m in self._touched}
+        for filename, names in self._files.items():
+            module = by_file.get(str(Path(filename).resolve()))
+            if module is not None:
+                out.setdefault(module, set()).update(
+                    n for n in map(_enclosing, names) if n is not None)
+        return {m: sorted(names) for m, names in sorted(out.items())}
+
+    def dump(self, path: Path, **extra: Any) -> None:
+        """Write what was collected (and ``extra``) as JSON: a forked worker's report."""
+        path.write_text(json.dumps({"functions": self.functions, **extra}))
+
+
+def module_of(module: str) -> Path | None:
+    """The source file of ``module`` (found once, without importing it), or None."""
+    if module not in _PATHS:
+        try:
+            spec = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            spec = None
+        origin = getattr(spec, "origin", None)
+        _PATHS[module] = Path(origin) if origin and origin.endswith(".py") else None
+    return _PATHS[module]
+
+
+def _source(path: Path | None) -> tuple[ast.Module, dict[str, str | None]] | None:
+    """The file's syntax tree and a memo of the hashes taken from it, re-read when the file
+    changes; None when it is gone."""
+    if path is None:
+        return None
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    key = (stat.st_mtime_ns, stat.st_size)
+    cached = _TREES.get(str(path))
+    if cached is None or cached[0] != key:
+        tree = _strip_docstrings(ast.parse(path.read_text(), filename=str(path)))
+        cached = (key, tree, {})
+        _TREES[str(path)] = cached
+    return cached[1], cached[2]
+
+
+def _hash(path: Path | None, qualname: str | None) -> str | None:
+    """The hash of function ``qualname`` in ``path`` (None: of the module's other code)."""
+    source = _source(path)
+    if source is None:
+        return None
+    tree, memo = source
+    slot = qualname or ""
+    if slot not in memo:
+        memo[slot] = _function_hash(tree, qualname) if qualname else _digest(_skeleton(tree))
+    return memo[slot]
+
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _defs_named(node: ast.AST, name: str) -> list[ast.AST]:
+    """Definitions called ``name`` directly inside ``node`` (through if/try/with blocks, not
+    through other definitions)."""
+    found, queue = [], list(ast.iter_child_nodes(node))
+    while queue:
+        child = queue.pop(0)
+        if isinstance(child, _DEFS):
+            if child.name == name:
+                found.append(child)
+            continue
+        queue.extend(ast.iter_child_nodes(child))
+    return found
+
+
+def _strip_docstrings(tree: ast.AST) -> ast.AST:
+    """Remove every docstring from ``tree``, in place (the cached trees exist only to be
+    hashed)."""
+    for n in ast.walk(tree):
+        body = getattr(n, "body", None)
+        if isinstance(n, (*_DEFS, ast.Module)) and body and isinstance(body[0], ast.Expr) and (
+            isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)
+        ):
+            n.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def _digest(nodes: list[ast.AST]) -> str:
+    text = "\n".join(ast.dump(n) for n in nodes)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _enclosing(qualname: str) -> str | None:
+    """The named function a code object belongs to: a lambda, comprehension or generator
+    expression is hashed with the function around it; module-level code has none."""
+    parts = []
+    for part in qualname.split("."):
+        if part.startswith("<") and part != "<locals>":
+            break
+        parts.append(part)
+    while parts and parts[-1] == "<locals>":
+        parts.pop()
+    return ".".join(parts) or None
+
+
+def _function_hash(tree: ast.Module, qualname: str) -> str | None:
+    parts = [p for p in qualname.split(".") if p != "<locals>"]
+    if not parts or any(p.startswith("<") for p in parts):
+        return None
+    node: ast.AST = tree
+    for part in parts[:-1]:
+        found = _defs_named(node, part)
+        if not found:
+            return None
+        node = found[0]
+    found = _defs_named(node, parts[-1])
+    return _digest(found) if found else None
+
+
+def _skeleton(node: ast.AST, skip: frozenset[str] | None = None) -> list[ast.AST]:
+    """Module- or class-level statements other than functions, imports, ``__all__``, docstrings
+    and an experiment's definition (``x = Experiment(...)`` and the module constants its
+    ``sizes=`` is built from: its parameters are compared size by size instead, so a new live
+    size leaves the long record fresh)."""
+    skip = _size_names(node) if skip is None else skip
+    out = []
+    for stmt in getattr(node, "body", []):
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Import, ast.ImportFrom)):
+            continue
+        targets = _targets(stmt)
+        if targets and (targets <= skip | {"__all__"} or _experiment_call(stmt.value)):
+            continue
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(
+                stmt.value.value, str):  # a docstring
+            continue
+        if isinstance(stmt, ast.ClassDef):
+            shell = copy.copy(stmt)
+            shell.body = _skeleton(stmt, frozenset()) or [ast.Pass()]
+            out.append(shell)
+            continue
+        out.append(stmt)
+    return out
+
+
+def _targets(stmt: ast.stmt) -> set[str]:
+    """The names a plain ``x = ...`` / ``x: t = ...`` statement binds (empty for anything else)."""
+    if isinstance(stmt, ast.Assign):
+        names = [t.id for t in stmt.targets if isinstance(t, ast.Name)]
+        return set(names) if len(names) == len(stmt.targets) else set()
+    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value:
+        return {stmt.target.id}
+    return set()
+
+
+def _experiment_call(value: ast.AST | None) -> bool:
+    func = getattr(value, "func", None) if isinstance(value, ast.Call) else None
+    name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+    return name == "Experiment"
+
+
+def _size_names(tree: ast.AST) -> frozenset[str]:
+    """Module-level names the ``sizes=`` of an ``Experiment(...)`` call is built from, and the
+    module-level names those are built from in turn."""
+    values = {name: stmt.value for stmt in getattr(tree, "body", []) for name in _targets(stmt)}
+    todo = [n.id for call in ast.walk(tree) if _experiment_call(call)
+            for kw in call.keywords if kw.arg == "sizes"
+            for n in ast.walk(kw.value) if isinstance(n, ast.Name)]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in values:
+            continue
+        seen.add(name)
+        todo += [n.id for n in ast.walk(values[name]) if isinstance(n, ast.Name)]
+    return frozenset(seen)
+
+
+def fingerprint(functions: dict[str, list[str]]) -> dict[str, dict[str, str]]:
+    """``{"functions": {"module:qualname": hash}, "modules": {module: hash}}`` for the names in
+    ``functions`` (``{module: [qualname, ...]}``), hashed from their files now."""
+    out: dict[str, dict[str, str]] = {"functions": {}, "modules": {}}
+    for module, names in sorted(functions.items()):
+        path = module_of(module)
+        digest = _hash(path, None)
+        if digest is None:
+            continue
+        out["modules"][module] = digest
+        for name in names:
+            digest = _hash(path, name)
+            if digest is not None:
+                out["functions"][f"{module}:{name}"] = digest
+    return out
+
+
+def changes(stored: dict[str, dict[str, str]]) -> list[str]:
+    """What changed since ``stored`` (a :func:`fingerprint`) was taken: one phrase per change."""
+    out = []
+    for module, digest in sorted(stored.get("modules", {}).items()):
+        now = _hash(module_of(module), None)
+        if now is None:
+            out.append(f"module {module} no longer exists")
+        elif now != digest:
+            out.append(f"module-level code of {module} changed")
+    for key, digest in sorted(stored.get("functions", {}).items()):
+        module, name = key.split(":", 1)
+        now = _hash(module_of(module), name)
+        if now is None:
+            out.append(f"{key} no longer exists")
+        elif now != digest:
+            out.append(f"{key} changed")
+    return out
