@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     if "tests" in args.only and not late():
         extra.append(_run_logged([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-n", "0",
                                   "-m", "cuda or not site", "tests/evidence/test_strategy.py",
-                                  "tests/test_experiment_devices.py", "tests/hf/test_tolerance.py"],
+                                  "tests/experiments/test_devices.py", "tests/hf/test_tolerance.py"],
                                  args.out / "tests_runner.log", 600))
         extra.append(_run_logged([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-n", "0",
                                   "-m", "cuda", "tests"], args.out / "tests_cuda.log", 900))

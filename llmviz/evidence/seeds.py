@@ -15,9 +15,10 @@ How the seeds run (``strategy``; the default ``"auto"`` picks by device):
   afterwards). Auto picks it whenever CUDA (or Apple MPS) is present. A forked child cannot use
   CUDA once the parent has touched it (``torch.cuda.is_available()``, which ``lv.device()``
   calls, already initialises the driver; a CUDA backward pass starts autograd threads that a
-  fork cannot copy), the GPU runs each seed's kernels far faster than cores would, and
-  threads with one CUDA stream each would share torch's global random generator, so a seed's
-  numbers would depend on how the threads interleave. Auto also runs serially where ``fork``
+  fork cannot copy), parallel workers would share the one GPU anyway (``spawn`` remains, on
+  request; ``benchmarks/bench_seeds.py`` times it against serial on a GPU), and threads with
+  one CUDA stream each would share torch's global random generator, so a seed's numbers would
+  depend on how the threads interleave. Auto also runs serially where ``fork``
   is not the platform's way (macOS, Windows), for ``processes=1`` and for a single seed.
 * ``"spawn"``: fresh worker processes (each imports torch and opens its own CUDA context,
   seconds each). Only on request; ``fn`` travels by pickling, so it must be importable from a
