@@ -30,6 +30,7 @@ from .stats import (
     paired_ratio,
     proportion,
     summarize,
+    summarize_log,
     t_quantile,
 )
 from .verdict import FAILS, HOLDS, UNRESOLVED, VERDICTS, decide
@@ -37,6 +38,7 @@ from .verdict import FAILS, HOLDS, UNRESOLVED, VERDICTS, decide
 __all__ = [
     "Estimate",
     "summarize",
+    "summarize_log",
     "paired",
     "paired_ratio",
     "paired_bootstrap",
