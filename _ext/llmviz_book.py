@@ -128,7 +128,8 @@ def _on_build_finished(app: Sphinx, exception: Exception | None) -> None:
 #: A claim box's record, HTML-escaped JSON in an attribute (see llmviz.evidence.claims).
 CLAIM_RECORD = re.compile(r'data-llmviz-record="([^"]*)"')
 #: Verdict -> colour (r, g, b) of the badge, as in the claim boxes.
-VERDICT_RGB = {"holds": "46,160,67", "does not hold": "207,34,46"}
+VERDICT_RGB = {"holds": "46,160,67", "does not hold": "207,34,46",
+               "cannot decide at this size": "120,120,120"}
 UNRESOLVED_RGB = "191,135,0"
 
 
@@ -228,8 +229,9 @@ def _table_html(app: Sphinx, docname: str) -> str:
     out = [
         f'<p class="llmviz-claims-summary">{len(rows)} claims in this build: {esc(summary)}.</p>',
         '<table class="table llmviz-claims"><thead><tr><th>Chapter</th><th>Claim</th>'
-        "<th>Verdict</th><th>Effect</th><th>95% interval</th><th>Seeds</th><th>Size</th>"
-        "<th>Device</th></tr></thead><tbody>",
+        "<th>Verdict</th><th>Effect</th><th>95% interval</th><th>Smallest detectable</th>"
+        "<th>Seeds</th><th>Size (live or record)</th><th>Validity checks</th><th>Device</th>"
+        "</tr></thead><tbody>",
     ]
     for doc, rec in rows:
         title = app.env.titles[doc].astext() if doc in app.env.titles else doc
@@ -241,11 +243,26 @@ def _table_html(app: Sphinx, docname: str) -> str:
             f"{esc(title)}</a></td><td>{esc(rec['text'])}<br><code>{esc(rec['test'])}</code>"
             f'</td><td><span style="font-weight:600;padding:0 0.3em;border-radius:4px;'
             f'background:rgba({rgb},0.22)">{esc(rec["verdict"])}</span></td>'
-            f"<td>{esc(rec['effect'])}</td><td>{esc(rec['interval'])}</td><td>{esc(str(seeds))}"
-            f"</td><td>{esc(rec['size'])}</td><td>{esc(rec['device'])}</td></tr>"
+            f"<td>{esc(rec['effect'])}</td><td>{esc(rec['interval'])}</td>"
+            f"<td>{esc(rec.get('min_detectable', 'not recorded'))}</td><td>{esc(str(seeds))}"
+            f"</td><td>{esc(rec['size'])}</td><td>{_checks_cell(rec)}</td>"
+            f"<td>{esc(rec['device'])}</td></tr>"
         )
     out.append("</tbody></table>")
     return "".join(out)
+
+
+def _checks_cell(rec: dict) -> str:
+    """The claim's validity checks, one per line ("passed: beats the bigram (...)")."""
+    checks = rec.get("checks") or []
+    if not checks:
+        return "none declared"
+    lines = []
+    for c in checks:
+        mark = "passed" if c["passed"] else "<b>FAILED</b>"
+        detail = f" ({html.escape(c['detail'])})" if c.get("detail") else ""
+        lines.append(f'<span class="llmviz-check">{mark}: {html.escape(c["name"])}{detail}</span>')
+    return "<br>".join(lines)
 
 
 def _on_doctree_resolved(app: Sphinx, doctree, docname: str) -> None:

@@ -3,9 +3,17 @@
 * :mod:`~llmviz.evidence.stats`: :class:`Estimate`, :func:`summarize`, :func:`paired`,
   :func:`paired_ratio`, :func:`paired_bootstrap`, :func:`t_quantile`.
 * :mod:`~llmviz.evidence.seeds`: :func:`run_seeds` (parallel over cores) and :class:`Runs`.
-* :mod:`~llmviz.evidence.verdict`: the three verdicts and :func:`decide`.
+* :mod:`~llmviz.evidence.verdict`: the verdicts and :func:`decide`.
+* :mod:`~llmviz.evidence.validity`: what lets an experiment decide its claim, computed:
+  :class:`Check`, :func:`beats_baseline`, :func:`positive_control`, :func:`can_detect`,
+  :func:`min_detectable`; a failed check makes the verdict :data:`CANNOT_DECIDE`.
 * :mod:`~llmviz.evidence.claims`: :class:`Claim` (box, glue, claims registry) and
   :func:`glue_number`.
+* :mod:`~llmviz.evidence.records`: :class:`Experiment` (one function over variants x seeds, at
+  the sizes ``cpu``/``long``/``full``) and its stored :class:`Record` (fresh or stale,
+  reproducible, labelled); ``python -m llmviz.evidence.records list | check | run NAME``.
+* :mod:`~llmviz.evidence.compare`: :func:`compare_verdicts` and :func:`side_by_side`, the live
+  run beside the record.
 
 A chapter's experiment, end to end::
 
@@ -22,6 +30,16 @@ A chapter's experiment, end to end::
 """
 
 from .claims import CHAPTER_ENV, CLAIMS_DIR_ENV, Claim, claims_file, glue_number, glue_text
+from .compare import SideBySide, compare_verdicts, side_by_side
+from .records import (
+    EXPERIMENTS_ENV,
+    RECORDS_DIR_ENV,
+    SIZES,
+    Experiment,
+    Record,
+    experiments,
+    records_dir,
+)
 from .seeds import Runs, run_grid, run_seeds
 from .stats import (
     Estimate,
@@ -33,7 +51,15 @@ from .stats import (
     summarize_log,
     t_quantile,
 )
-from .verdict import FAILS, HOLDS, UNRESOLVED, VERDICTS, decide
+from .validity import (
+    Check,
+    beats_baseline,
+    can_detect,
+    format_min_detectable,
+    min_detectable,
+    positive_control,
+)
+from .verdict import CANNOT_DECIDE, FAILS, HOLDS, UNRESOLVED, VERDICTS, decide
 
 __all__ = [
     "Estimate",
@@ -54,7 +80,24 @@ __all__ = [
     "HOLDS",
     "FAILS",
     "UNRESOLVED",
+    "CANNOT_DECIDE",
     "VERDICTS",
+    "Check",
+    "beats_baseline",
+    "positive_control",
+    "can_detect",
+    "min_detectable",
+    "format_min_detectable",
+    "Experiment",
+    "Record",
+    "experiments",
+    "records_dir",
+    "SIZES",
+    "RECORDS_DIR_ENV",
+    "EXPERIMENTS_ENV",
+    "compare_verdicts",
+    "side_by_side",
+    "SideBySide",
     "CLAIMS_DIR_ENV",
     "CHAPTER_ENV",
     "claims_file",

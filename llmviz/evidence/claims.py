@@ -1,7 +1,8 @@
 """A claim under test: the claim in words, the measured effect, and a verdict the code decides.
 
 A :class:`Claim` renders as a box in notebooks and on the site (claim, effect with its
-interval, verdict, seeds, size and device), and can glue its parts for the prose
+interval, verdict, the smallest effect its seeds can detect, its validity checks, seeds, size and
+device), and can glue its parts for the prose
 (``claim.glue("ch02_induction")`` makes ``{glue:text}`ch02_induction_verdict``` work), so the
 text never types a verdict or a measured number.
 
@@ -28,8 +29,10 @@ import torch
 
 from ..runtime import device as _best_device
 from ..runtime import run_size
+from ._glue import _glue, glue_number, glue_text
 from .stats import Estimate
-from .verdict import FAILS, HOLDS, Direction, decide
+from .validity import Check, as_checks, format_min_detectable, min_detectable
+from .verdict import CANNOT_DECIDE, FAILS, HOLDS, Direction, decide
 
 __all__ = ["Claim", "glue_number", "glue_text", "CLAIMS_DIR_ENV", "CHAPTER_ENV", "claims_file"]
 
@@ -40,7 +43,7 @@ CHAPTER_ENV = "LLMVIZ_CHAPTER"
 
 # Verdict colours: a tinted background and a solid edge read on light and dark themes alike;
 # the text keeps the page's own colour.
-_COLOURS = {HOLDS: "46,160,67", FAILS: "207,34,46"}
+_COLOURS = {HOLDS: "46,160,67", FAILS: "207,34,46", CANNOT_DECIDE: "120,120,120"}
 _UNRESOLVED_RGB = "191,135,0"
 
 #: Records written by this process, per chapter, by claim id (kept so files can be rewritten).
@@ -91,66 +94,6 @@ def _json_number(v: float) -> float | None:
     return v if math.isfinite(v) else None  # JSON has no nan
 
 
-class _Text:
-    """Text to glue exactly as written.
-
-    ``{glue:text}`` passes the glued ``text/plain`` through ``ast.literal_eval``: a bare
-    ``+0.042`` would come out as ``0.042`` and ``3e-04`` as ``0.0003``. The quoted form
-    evaluates to the string itself, so the prose shows what was formatted here.
-    """
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def __repr__(self) -> str:
-        return repr(self.text)
-
-    def _repr_markdown_(self) -> str:
-        return self.text
-
-
-def _glue(name: str, text: str) -> None:
-    try:
-        from IPython import get_ipython
-        from myst_nb import glue
-    except ImportError:
-        return
-    if get_ipython() is None:  # outside a kernel IPython's display would print instead
-        return
-    glue(name, _Text(text), display=False)
-
-
-def glue_number(name: str, value: float, fmt: str = ".3g") -> str:
-    """Glue ``format(value, fmt)`` under ``name`` for ``{glue:text}`name``` in the prose.
-
-    Returns the text glued. Outside a kernel with myst-nb it only returns it.
-    """
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][\w.-]*", name):
-        raise ValueError(f"glue name must be an identifier-like str, got {name!r}")
-    if isinstance(value, torch.Tensor):
-        value = value.item()
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"value must be a number, got {type(value).__name__} {value!r:.60}")
-    text = format(value, fmt)
-    _glue(name, text)
-    return text
-
-
-def glue_text(name: str, text: str) -> str:
-    """Glue ``text`` (a number already formatted, or a phrase chosen by code from the data, such
-    as "more than" / "fewer than") under ``name`` for ``{glue:text}`name``` in the prose.
-
-    Returns the text. Outside a kernel with myst-nb it only returns it.
-    """
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][\w.-]*", name):
-        raise ValueError(f"glue name must be an identifier-like str, got {name!r}")
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__} {text!r:.60}; "
-                        "use glue_number for numbers")
-    _glue(name, text)
-    return text
-
-
 @dataclass(frozen=True)
 class Claim:
     """A claim under test: "``quantity`` ``direction`` ``threshold``", decided by the data.
@@ -164,10 +107,15 @@ class Claim:
         quantity: what the estimate measures, in words ("loss(MHA) - loss(GQA)").
         id: short identifier (glue names, anchors, the claims page); default: from ``text``.
         chapter: the notebook it belongs to; default: detected (see :func:`claims_file`).
-        size: ``"cpu"`` or ``"full"``; default: the current ``LLMVIZ_SCALE``.
-        device: where it was measured; default: :func:`llmviz.runtime.device`.
+        size: which run decided it: a :class:`~llmviz.evidence.Record` (its label, device and
+            staleness are shown) or a label; default ``"live: cpu size"`` (``"live: full
+            size"`` under ``LLMVIZ_SCALE=full``).
+        device: where it was measured; default: the record's device, else
+            :func:`llmviz.runtime.device`.
         fmt: number format for the effect and interval.
         unit: unit appended to numbers (not for ratios, which read "1.8x").
+        checks: the experiment's validity checks (:mod:`llmviz.evidence.validity`); if one
+            fails the verdict is ``"cannot decide at this size"``.
     """
 
     text: str
@@ -182,6 +130,7 @@ class Claim:
     device: str | None = None
     fmt: str = ".3g"
     unit: str = ""
+    checks: tuple[Check, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str) or not self.text.strip():
@@ -199,16 +148,41 @@ class Claim:
                 f"fmt={self.fmt!r} is not a float format spec; use e.g. '.3g'"
             ) from None
         set_ = object.__setattr__  # frozen: fill the defaults once
+        set_(self, "checks", as_checks(self.checks))
         set_(self, "id", self.id or _slug(self.text))
-        set_(self, "size", self.size or run_size())
-        set_(self, "device", _device_label(self.device or _best_device())
-             if not isinstance(self.device, str) else self.device)
+        size, device = self.size, self.device
+        if hasattr(size, "label") and hasattr(size, "meta"):  # a Record: its label and device
+            device = device or size.meta.get("device_label") or size.meta.get("device")
+            size = size.label
+        if size is not None and (not isinstance(size, str) or not size.strip()):
+            raise TypeError(f"size must be a Record or a label (str), got {size!r:.60}")
+        set_(self, "size", size or f"live: {run_size()} size")
+        set_(self, "device", _device_label(device or _best_device())
+             if not isinstance(device, str) else device)
 
     # ------------------------------------------------------------------ the decision
     @property
     def verdict(self) -> str:
-        """``"holds"``, ``"does not hold"`` or ``"not resolved at this size"``."""
+        """``"holds"``, ``"does not hold"``, ``"not resolved at this size"``, or ``"cannot decide
+        at this size"`` when a validity check failed."""
+        if any(not c.passed for c in self.checks):
+            return CANNOT_DECIDE
+        return self.interval_verdict
+
+    @property
+    def interval_verdict(self) -> str:
+        """What the interval alone says, validity aside (one of the first three verdicts)."""
         return decide(self.estimate, threshold=self.threshold, direction=self.direction)
+
+    @property
+    def min_detectable(self) -> float:
+        """The smallest effect the runs can detect (:func:`llmviz.evidence.min_detectable`)."""
+        return min_detectable(self.estimate)
+
+    @property
+    def detectable(self) -> str:
+        """:attr:`min_detectable` as text: ``"±0.031"``, ``"1.15x"``."""
+        return format_min_detectable(self.estimate, self.fmt, self.unit)
 
     @property
     def effect(self) -> str:
@@ -252,6 +226,8 @@ class Claim:
             "size": self.size,
             "device": self.device,
             "torch": torch.__version__,
+            "min_detectable": self.detectable,
+            "checks": [c.record() for c in self.checks],
         }
 
     # ------------------------------------------------------------------ registry and glue
@@ -298,19 +274,31 @@ class Claim:
         runs = "computed" if self.estimate.kind == "exact" else f"n = {n}"
         return f"{runs} · size {self.size} · device {self.device}"
 
+    def _because(self) -> str:
+        """Why a claim cannot be decided: what its interval alone would have said."""
+        if self.verdict != CANNOT_DECIDE:
+            return ""
+        failed = "; ".join(c.name for c in self.checks if not c.passed)
+        return f"failed: {failed}; the interval alone reads '{self.interval_verdict}'"
+
     def __str__(self) -> str:
+        checks = "".join(f"\n  check {c}" for c in self.checks)
+        why = f" ({self._because()})" if self._because() else ""
         return (
             f"Claim: {self.text}\n  test: {self.test}\n  measured: {self.effect}, "
-            f"{self.estimate.level:.0%} interval {self.interval}\n  verdict: {self.verdict}"
-            f"\n  ({self._details()})"
+            f"{self.estimate.level:.0%} interval {self.interval}; smallest detectable effect "
+            f"{self.detectable}{checks}\n  verdict: {self.verdict}{why}\n  ({self._details()})"
         )
 
     def _repr_markdown_(self) -> str:
         self.register()
+        checks = "".join(f"> Check {c}  \n" for c in self.checks)
+        why = f" ({self._because()})" if self._because() else ""
         return (
             f"> **Claim under test:** {self.text}  \n"
             f"> `{self.test}`: measured {self.effect}, {self.estimate.level:.0%} interval "
-            f"{self.interval}  \n> **Verdict: {self.verdict}** ({self._details()})"
+            f"{self.interval}; smallest detectable effect {self.detectable}  \n{checks}"
+            f"> **Verdict: {self.verdict}**{why} ({self._details()})"
         )
 
     def _repr_html_(self) -> str:
@@ -329,9 +317,22 @@ class Claim:
             f'<div style="font-weight:600">{esc(self.text)}</div>'
             f'<div><code style="color:inherit;background:transparent">{esc(self.test)}</code>'
             f": measured <b>{esc(self.effect)}</b>, {self.estimate.level:.0%} interval "
-            f"{esc(self.interval)}</div>"
+            f"{esc(self.interval)}; smallest detectable effect {esc(self.detectable)}</div>"
+            f"{self._checks_html()}"
             f'<div>Verdict: <span style="font-weight:700;padding:0 0.4em;border-radius:4px;'
             f'background:rgba({rgb},0.22)">{esc(self.verdict)}</span>'
-            f'<span style="opacity:0.75;font-size:0.9em"> · {esc(self._details())}</span>'
+            + (f" <span>({esc(self._because())})</span>" if self._because() else "")
+            + f'<span style="opacity:0.75;font-size:0.9em"> · {esc(self._details())}</span>'
             f"</div></div>"
         )
+
+    def _checks_html(self) -> str:
+        if not self.checks:
+            return ""
+        items = "".join(
+            f'<li class="llmviz-check-{"pass" if c.passed else "fail"}">'
+            f"<b>{c.mark}</b>: {html.escape(c.name)}"
+            + (f" ({html.escape(c.detail)})" if c.detail else "") + "</li>"
+            for c in self.checks
+        )
+        return f'<div>Validity checks:<ul style="margin:0.1em 0 0.2em 1.2em">{items}</ul></div>'

@@ -1,7 +1,7 @@
 """Run one experiment over several seeds, in parallel over the machine's cores where possible.
 
 ``fn(seed)`` returns the measured quantities of one run: a flat dict ``{"loss": 2.31, ...}``
-or a nested one, ``{"mha": {"loss": 2.31}, "gqa": {"loss": 2.35}}``, for variants that share
+(a value may also be a curve, a list of numbers measured at fixed steps) or a nested one, ``{"mha": {"loss": 2.31}, "gqa": {"loss": 2.35}}``, for variants that share
 the seed (same initialisation stream, same data, same evaluation targets) so that they can be
 compared paired (:func:`llmviz.evidence.paired`).
 
@@ -65,12 +65,23 @@ def _flatten(result: Any, seed: int, path: tuple[str, ...] = ()) -> Result:
             out[key] = float(value.item())
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             out[key] = float(value)
+        elif _is_curve(value):  # a curve: numbers measured at fixed steps
+            out[key] = [float(v) for v in value]
         else:
             raise TypeError(
-                f"{where}[{key!r}] must be a number (or a one-element tensor), got "
-                f"{type(value).__name__}; return .item() of a tensor"
+                f"{where}[{key!r}] must be a number (or a one-element tensor), or a curve (a "
+                f"list of numbers or a 1-D tensor), got {type(value).__name__}; return .item() "
+                "of a tensor"
             )
     return out
+
+
+def _is_curve(value: Any) -> bool:
+    if isinstance(value, torch.Tensor):
+        return value.ndim == 1 and not value.is_complex()
+    return isinstance(value, (list, tuple)) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
+    )
 
 
 def _worker_init() -> None:
@@ -139,9 +150,23 @@ class Runs:
                         f"seed {seed} has no {keys[: depth + 1]!r}; keys there: {have}"
                     )
                 node = node[key]
+            if isinstance(node, list):
+                raise TypeError(f"{keys!r} is a curve; read it with curves{keys!r}")
             if not isinstance(node, float):
                 raise TypeError(f"{keys!r} is a group of quantities, not one; add a key")
             out.append(node)
+        return out
+
+    def curves(self, *keys: str) -> list[list[float]]:
+        """One curve (list of floats) per seed at ``keys`` (``curves("gqa", "loss_curve")``)."""
+        out = []
+        for seed, result in self._results.items():
+            node: Any = result
+            for key in keys:
+                node = node.get(key) if isinstance(node, dict) else None
+            if not isinstance(node, list):
+                raise KeyError(f"seed {seed} has no curve at {keys!r}")
+            out.append(list(node))
         return out
 
     def summary(self, *keys: str, level: float = 0.95) -> Estimate:

@@ -1,4 +1,4 @@
-"""The three verdicts, decided from an interval and nothing else.
+"""The verdicts: three decided from an interval and nothing else, a fourth from validity.
 
 A claim says a quantity lies on one side of a threshold ("the loss difference is > 0",
 "the time ratio is < 1"). Its verdict is:
@@ -8,6 +8,11 @@ A claim says a quantity lies on one side of a threshold ("the loss difference is
   counts as the other side: an effect of exactly 0 does not make "> 0" true);
 * ``"not resolved at this size"``: the interval straddles the threshold, or there is no
   interval (a single run). More seeds or a larger size may resolve it.
+
+:func:`decide` returns one of those three. A :class:`~llmviz.evidence.Claim` whose experiment
+fails one of its validity checks (:mod:`llmviz.evidence.validity`: the models lose to their
+baseline, a positive control fails) gets the fourth, ``"cannot decide at this size"``, whatever
+its interval says: an experiment that cannot decide the claim neither confirms nor refutes it.
 """
 
 from __future__ import annotations
@@ -17,12 +22,14 @@ from typing import Literal
 
 from .stats import Estimate
 
-__all__ = ["HOLDS", "FAILS", "UNRESOLVED", "VERDICTS", "DIRECTIONS", "decide"]
+__all__ = ["HOLDS", "FAILS", "UNRESOLVED", "CANNOT_DECIDE", "VERDICTS", "DIRECTIONS", "decide"]
 
 HOLDS = "holds"
 FAILS = "does not hold"
 UNRESOLVED = "not resolved at this size"
-VERDICTS = (HOLDS, FAILS, UNRESOLVED)
+#: The verdict of a claim whose experiment failed a validity check (never returned by decide).
+CANNOT_DECIDE = "cannot decide at this size"
+VERDICTS = (HOLDS, FAILS, UNRESOLVED, CANNOT_DECIDE)
 #: ``">"``: the claim is "quantity > threshold"; ``"<"``: "quantity < threshold".
 DIRECTIONS = (">", "<")
 

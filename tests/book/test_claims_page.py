@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from llmviz.evidence import Claim, Estimate, summarize
+from llmviz.evidence import Claim, Estimate, beats_baseline, summarize
 
 ROOT = Path(__file__).resolve().parents[2]
 BOX = re.compile(r'<div class="llmviz-claim" id="claim-(\w+)"')
@@ -99,8 +99,10 @@ def test_claims_page_lists_every_box_also_after_an_incremental_rebuild(tmp_path)
     pytest.importorskip("myst_nb")
     src, out = _project(tmp_path, ["ch1", "ch2"], "nb_execution_mode = 'off'\n")
     _notebook(src / "ch1.ipynb", "One", _claims(("a", 1.0), ("b", -1.0)))
+    slow = beats_baseline([2.0, 2.1], 1.5, name="beats the naive loop")  # fails: 2.05 > 1.5
     ratio = Claim("ours is faster", Estimate(0.5, 0.1, 5, 0.4, 0.6, kind="ratio"),
-                  threshold=1.0, direction="<", id="fast", device="cpu", size="cpu")
+                  threshold=1.0, direction="<", id="fast", device="cpu",
+                  size="long record: 20 steps", checks=[slow])
     _notebook(src / "ch2.ipynb", "Two", _claims(("c", 0.0)) + [ratio])
 
     page = _build(src, out)
@@ -109,7 +111,10 @@ def test_claims_page_lists_every_box_also_after_an_incremental_rebuild(tmp_path)
     assert rows[0][1] == "ch1.html#claim-a" and rows[3][1] == "ch2.html#claim-fast"
     for doc, ids in (("ch1", ["a", "b"]), ("ch2", ["c", "fast"])):
         assert BOX.findall((out / f"{doc}.html").read_text()) == ids
-    for text in ("holds", "does not hold", "not resolved at this size", "0.5x"):
+    for text in ("holds", "does not hold", "not resolved at this size", "0.5x",
+                 "cannot decide at this size", "long record: 20 steps", "Validity checks",
+                 "<b>FAILED</b>: beats the naive loop (model 2.05 vs baseline 1.5",
+                 "Smallest detectable", "none declared"):
         assert text in page
     assert "4 claims in this build" in page
 

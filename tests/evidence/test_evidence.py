@@ -184,7 +184,7 @@ def test_registry_writes_one_line_per_claim(tmp_path, monkeypatch):
     assert [r["id"] for r in rows] == ["a", "b"]
     assert rows[0]["chapter"] == "02_multi_head_attention"
     assert rows[0]["verdict"] == HOLDS and rows[1]["verdict"] == UNRESOLVED
-    assert rows[0]["n"] == 3 and rows[0]["size"] in ("cpu", "full")
+    assert rows[0]["n"] == 3 and rows[0]["size"] in ("live: cpu size", "live: full size")
     assert rows[0]["torch"] == torch.__version__ and rows[0]["device"] == "cpu"
     explicit = Claim("c", summarize([1.0, 2.0]), id="c", chapter="gallery", device="cpu")
     assert explicit.register() == tmp_path / "gallery.jsonl"

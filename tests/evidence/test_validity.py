@@ -1,0 +1,165 @@
+"""Validity checks: a claim whose experiment cannot decide it says so, whatever its interval.
+
+The baselines and detectable effects are checked on numbers whose answer is known by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from llmviz.evidence import (
+    CANNOT_DECIDE,
+    FAILS,
+    HOLDS,
+    UNRESOLVED,
+    VERDICTS,
+    Check,
+    Claim,
+    Estimate,
+    beats_baseline,
+    can_detect,
+    min_detectable,
+    paired,
+    paired_ratio,
+    positive_control,
+    summarize,
+    t_quantile,
+)
+
+
+def test_four_verdicts():
+    assert VERDICTS == (HOLDS, FAILS, UNRESOLVED, CANNOT_DECIDE)
+    assert CANNOT_DECIDE == "cannot decide at this size"
+
+
+# ----------------------------------------------------------------------------- baselines
+def test_beats_baseline_uses_the_worst_model():
+    models = {"rope": [4.9, 5.0, 5.1], "t5": [10.6, 10.7, 10.8], "alibi": [4.0, 4.1, 4.2]}
+    check = beats_baseline(models, 9.87, name="beats the byte bigram")
+    assert not check.passed
+    assert "worst model (t5) 10.7 vs baseline 9.87" in check.detail
+    models["t5"] = [4.5, 4.6, 4.7]
+    check = beats_baseline(models, 9.87, name="beats the byte bigram")
+    assert check.passed and "worst model (rope) 5 vs baseline 9.87" in check.detail
+
+
+def test_beats_baseline_margin_direction_and_kinds_of_input():
+    assert beats_baseline([9.5], 9.87, name="b").passed
+    assert not beats_baseline([9.5], 9.87, name="b", margin=0.5).passed  # must be below 9.37
+    assert "must be below 9.37" in beats_baseline([9.5], 9.87, name="b", margin=0.5).detail
+    # accuracy: higher is better; the worst model is the lowest
+    acc = {"a": torch.tensor([0.9, 0.92]), "b": summarize([0.3, 0.31, 0.29])}
+    check = beats_baseline(acc, 0.25, name="beats chance", lower_is_better=False)
+    assert check.passed and "(b) 0.3 vs" in check.detail
+    assert not beats_baseline(acc, 0.25, name="c", lower_is_better=False, margin=0.1).passed
+    # a per-seed baseline (measured on each seed's targets) is compared by its mean
+    assert beats_baseline([1.0, 1.0], [1.5, 0.7], name="b").passed is True  # 1.0 < 1.1
+    assert not beats_baseline([1.0, 1.0], [1.0, 1.0], name="b").passed  # a tie does not beat
+
+
+@pytest.mark.parametrize(
+    "call, exc, match",
+    [
+        (lambda: beats_baseline("abc", 1.0, name="b"), TypeError, "values must be a number"),
+        (lambda: beats_baseline([1.0, float("nan")], 1.0, name="b"), ValueError,
+         r"values\[1\] must be finite"),
+        (lambda: beats_baseline([1.0], None, name="b"), TypeError, "baseline must be"),
+        (lambda: beats_baseline([1.0], 2.0, name=""), ValueError, "name must say"),
+        (lambda: beats_baseline([1.0], 2.0, name="b", margin=-1), ValueError, "margin must be"),
+        (lambda: beats_baseline({}, 2.0, name="b"), ValueError, "empty dict"),
+        (lambda: beats_baseline([], 2.0, name="b"), ValueError, "values is empty"),
+        (lambda: beats_baseline([1.0], 2.0, name="b", lower_is_better="yes"), TypeError,
+         "lower_is_better must be a bool"),
+        (lambda: positive_control("finds it", "yes"), TypeError, "passed must be a bool"),
+        (lambda: positive_control("", True), ValueError, "name must say"),
+        (lambda: Check("x", 1), TypeError, "passed must be a bool"),
+        (lambda: min_detectable([1.0, 2.0]), TypeError, "estimate must be an llmviz Estimate"),
+        (lambda: can_detect(summarize([1.0, 2.0]), -0.1), ValueError, "effect must be positive"),
+        (lambda: can_detect(paired_ratio([1.0, 2.0], [1.0, 1.0]), 0.5), ValueError,
+         "factor > 1"),
+        (lambda: Claim("x", summarize([1.0, 2.0]), checks=["passed"], device="cpu"),
+         TypeError, "every check must be an llmviz Check"),
+        (lambda: Claim("x", summarize([1.0, 2.0]), checks="passed", device="cpu"),
+         TypeError, "checks must be a list of Check"),
+        (lambda: Claim("x", summarize([1.0, 2.0]), size=3, device="cpu"), TypeError,
+         "size must be a Record or a label"),
+    ],
+)
+def test_bad_input(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
+
+
+def test_positive_control_accepts_a_computed_bool():
+    assert positive_control("finds the planted copy", torch.tensor(True)).passed is True
+    check = positive_control("finds the planted copy", torch.tensor(0.3) > 0.5, "accuracy 0.3")
+    assert check.passed is False and str(check) == "FAILED: finds the planted copy (accuracy 0.3)"
+
+
+# ----------------------------------------------------------------------------- detectable
+def test_min_detectable_is_the_interval_half_width():
+    a, b = [1.0, 1.3, 1.1, 1.25], [1.0, 1.0, 1.0, 1.0]
+    d = paired(a, b)
+    diffs = torch.tensor(a) - torch.tensor(b)
+    by_hand = t_quantile(0.975, 3) * diffs.double().std().item() / math.sqrt(4)
+    assert min_detectable(d) == pytest.approx(by_hand)
+    # a ratio: the factor whose log is the half-width of the log-ratio interval
+    r = paired_ratio([2.0, 2.2, 1.9], [1.0, 1.0, 1.0])
+    logs = torch.log(torch.tensor([2.0, 2.2, 1.9], dtype=torch.float64))
+    half = t_quantile(0.975, 2) * logs.std().item() / math.sqrt(3)
+    assert min_detectable(r) == pytest.approx(math.exp(half))
+    assert min_detectable(Estimate.exact(3.0)) == 0.0
+    assert min_detectable(summarize([1.0])) == math.inf
+
+
+def test_can_detect():
+    noisy = summarize([0.0, 1.0, -1.0])  # half-width 4.303 * 1 / sqrt(3) = 2.48
+    assert not can_detect(noisy, 0.5).passed
+    assert can_detect(noisy, 3.0).passed
+    assert "smallest detectable ±2.48" in can_detect(noisy, 3.0).detail
+
+
+# ----------------------------------------------------------------------------- the claim
+def _claim(checks=()):
+    return Claim("RoPE extrapolates worse than ALiBi", paired([2.0, 2.1, 2.2], [1.0, 1.0, 1.1]),
+                 id="ch09_rope", device="cpu", checks=checks)
+
+
+def test_a_failed_check_makes_the_verdict_cannot_decide():
+    assert _claim().verdict == HOLDS
+    fail = beats_baseline({"rope": [10.7, 10.8, 10.9]}, 9.87, name="beats the byte bigram")
+    ok = positive_control("retrieves a planted string", True, "accuracy 1.0")
+    claim = _claim([ok, fail])
+    assert claim.verdict == CANNOT_DECIDE and claim.interval_verdict == HOLDS
+    assert _claim([ok]).verdict == HOLDS
+    assert _claim((ok,)).checks == (ok,)
+
+
+def test_box_and_record_show_size_checks_and_smallest_detectable_effect(tmp_path, monkeypatch):
+    monkeypatch.setenv("LLMVIZ_CLAIMS_DIR", str(tmp_path))
+    monkeypatch.setenv("LLMVIZ_CHAPTER", "09_position")
+    fail = beats_baseline([10.7, 10.8, 10.9], 9.87, name="beats the byte bigram")
+    claim = _claim([positive_control("retrieves a planted string", True), fail])
+    detect = claim.detectable
+    assert detect.startswith("±") and float(detect[1:]) == pytest.approx(claim.min_detectable,
+                                                                          rel=1e-2)
+    for text in (str(claim), claim._repr_markdown_(), claim._repr_html_()):
+        assert "cannot decide at this size" in text
+        assert "FAILED" in text and "beats the byte bigram" in text
+        assert "passed" in text and "retrieves a planted string" in text
+        assert f"smallest detectable effect {detect}" in text
+        assert "live: cpu size" in text or "live: full size" in text
+        assert "the interval alone reads &#x27;holds&#x27;" in text or (
+            "the interval alone reads 'holds'" in text)
+    rec = json.loads((tmp_path / "09_position.jsonl").read_text().splitlines()[0])
+    assert rec["verdict"] == CANNOT_DECIDE and rec["min_detectable"] == detect
+    assert rec["checks"][1] == {"name": "beats the byte bigram", "passed": False,
+                                "detail": fail.detail}
+    assert rec["size"].startswith("live: ")
+    plain = Claim("x", summarize([1.0, 2.0, 3.0]), device="cpu", size="long record: 1600 steps")
+    assert plain.record()["checks"] == [] and "Validity" not in plain._repr_html_()
+    assert plain.record()["size"] == "long record: 1600 steps"
