@@ -15,7 +15,7 @@ from ..attention.metrics import mass_by_distance
 from ..training.evaluation import model_device
 
 __all__ = ["window_losses", "sliding_losses", "uniform_far_mass", "attention_probe",
-           "rope_score_ratios", "sinusoidal_norms"]
+           "last_query_scores", "rope_score_ratios", "sinusoidal_norms"]
 
 
 @torch.no_grad()
@@ -75,23 +75,23 @@ def attention_probe(model, tokens: torch.Tensor, ends: torch.Tensor, length: int
 
 
 @torch.no_grad()
-def rope_score_ratios(model, tokens: torch.Tensor, ends: torch.Tensor, length: int,
-                      train_len: int) -> list[float]:
-    """Per layer: largest mean |q.k| of the last query past ``train_len`` over the largest within
-    it (Chen et al.'s concern: scores at unseen distances blowing up). One float per layer."""
+def last_query_scores(model, ids: torch.Tensor) -> list[torch.Tensor]:
+    """Per layer of a RoPE model: the scaled scores q.k of the last query against every key,
+    ``(B, H, L)``, recomputed from each layer's input (the softmax of a row is its weights)."""
     device = model_device(model)
     model.eval()
-    idx = ends[:, None] - length + torch.arange(length)
+    ids = ids.to(device)
+    length = ids.shape[1]
     captured: dict[int, torch.Tensor] = {}
     hooks = [layer.self_attn.register_forward_pre_hook(
         lambda m, a, k, i=i: captured.__setitem__(i, a[0] if a else k["x"]), with_kwargs=True)
         for i, layer in enumerate(model.layers)]
     try:
-        model(tokens[idx].to(device))
+        model(ids)
     finally:
         for h in hooks:
             h.remove()
-    ratios = []
+    out = []
     for i, layer in enumerate(model.layers):
         attn, x = layer.self_attn, captured[i]
         B = x.shape[0]
@@ -99,7 +99,17 @@ def rope_score_ratios(model, tokens: torch.Tensor, ends: torch.Tensor, length: i
         k = attn.k_proj(x).view(B, length, attn.n_kv_heads, -1).transpose(1, 2)
         q, k = attn.rope(q, k, torch.arange(length, device=device), seq_len=length)
         k = k.repeat_interleave(attn.n_heads // attn.n_kv_heads, dim=1)
-        s = (q[:, :, -1:, :] @ k.transpose(-1, -2))[:, :, 0, :] / math.sqrt(q.shape[-1])
+        out.append((q[:, :, -1:, :] @ k.transpose(-1, -2))[:, :, 0, :] / math.sqrt(q.shape[-1]))
+    return out
+
+
+def rope_score_ratios(model, tokens: torch.Tensor, ends: torch.Tensor, length: int,
+                      train_len: int) -> list[float]:
+    """Per layer: largest mean |q.k| of the last query past ``train_len`` over the largest within
+    it (Chen et al.'s concern: scores at unseen distances blowing up). One float per layer."""
+    idx = ends[:, None] - length + torch.arange(length)
+    ratios = []
+    for s in last_query_scores(model, tokens[idx]):
         by_distance = s.abs().mean(dim=(0, 1)).flip(0)  # index = distance
         ratios.append(float(by_distance[train_len:].max() / by_distance[:train_len].max()))
     return ratios

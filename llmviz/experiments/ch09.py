@@ -8,8 +8,8 @@
   (PI, NTK-aware, dynamic NTK, YaRN, Llama 3) and fine-tunes it on windows of 8T.
 
 Both build every model and tensor on :func:`llmviz.device` and return plain numbers, so a run
-can be stored as a record. ``prefix=k`` stops after k training steps and returns the held-out
-curve measured so far (``curve[i]`` = loss on the scored targets at T after ``i * curve_every``
+can be stored as a record. ``prefix=k`` stops at the first curve point at or after k training
+steps and returns the held-out curve measured so far (``curve[i]`` = loss on the scored targets at T after ``i * curve_every``
 steps, from step 0), which is what a reproducibility check re-runs.
 """
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import inspect
 import json
 import math
 import tempfile
@@ -25,6 +26,7 @@ from pathlib import Path
 import torch
 
 from .. import runtime
+from ..evidence import Experiment
 from ..model import DecoderLM
 from ..model.config import ModelConfig
 from ..position.rope import RopeScaling
@@ -35,7 +37,7 @@ from ..training.evaluation import score_tails, tail_ends, tail_targets
 from ._ch09_probes import (attention_probe, rope_score_ratios, sinusoidal_norms, sliding_losses,
                            window_losses)
 
-__all__ = ["SCHEMES", "STRETCHES", "RACE_SIZES", "STRETCH_SIZES", "FACTORS", "data", "config_for",
+__all__ = ["RACE", "STRETCH", "SCHEMES", "STRETCHES", "RACE_SIZES", "STRETCH_SIZES", "FACTORS", "data", "config_for",
            "stretch_scaling", "race", "stretch", "trained_model"]
 
 #: scheme name -> ``ModelConfig.position``
@@ -101,10 +103,10 @@ def stretch_scaling(name: str, p: dict) -> RopeScaling | None:
     return table[name]
 
 
-def _check_prefix(prefix: int | None, steps: int, every: int) -> None:
-    if prefix is not None and (not isinstance(prefix, int) or prefix < 1 or prefix > steps
-                               or prefix % every):
-        raise ValueError(f"prefix must be a multiple of curve_every ({every}) in [1, {steps}], "
+def _check_prefix(prefix: int | None, steps: int) -> None:
+    if prefix is not None and (isinstance(prefix, bool) or not isinstance(prefix, int)
+                               or not 1 <= prefix <= steps):
+        raise ValueError(f"prefix must be an int number of training steps in [1, {steps}], "
                          f"got {prefix!r}")
 
 
@@ -112,26 +114,26 @@ def _held_out(model, p: dict) -> float:
     return float(score_tails(model, data()[1], p["seq_len"], _ends(p), tail=p["seq_len"]).mean())
 
 
-def _pretrain(scheme: str, seed: int, p: dict, prefix: int | None) -> tuple[DecoderLM, list, float]:
-    """Train the scheme on windows of T; returns (model, held-out curve from step 0, seconds)."""
-    _check_prefix(prefix, p["steps"], p["curve_every"])
+def _pretrain(scheme: str, seed: int, p: dict, prefix: int | None) -> tuple[DecoderLM, list]:
+    """Train the scheme on windows of T; returns (model, held-out curve from step 0)."""
+    _check_prefix(prefix, p["steps"])
     torch.manual_seed(seed)  # the seed sets the initialisation and (below) the batches
     model = DecoderLM(config_for(scheme, p)).to(runtime.device())
     curve = [_held_out(model, p)]
 
     def point(step: int, m) -> float:
         curve.append(_held_out(m, p))
-        if prefix is not None and step >= prefix:
+        if prefix is not None and step >= prefix:  # the first curve point at or past the prefix
             raise _Prefix
         return curve[-1]
 
     cfg = TrainConfig(steps=p["steps"], lr=p["lr"], warmup=p["steps"] // 10, seed=seed,
                       batch_size=p["batch_size"], seq_len=p["seq_len"], eval_every=p["curve_every"])
     try:
-        history = train(model, data()[0], config=cfg, callbacks={"curve": point}, progress=False)
+        train(model, data()[0], config=cfg, callbacks={"curve": point}, progress=False)
     except _Prefix:
-        return model, curve, float("nan")
-    return model, curve, history.seconds
+        pass
+    return model, curve
 
 
 def _cache_path(scheme: str, seed: int, p: dict) -> Path:
@@ -139,12 +141,20 @@ def _cache_path(scheme: str, seed: int, p: dict) -> Path:
     return Path(tempfile.gettempdir()) / "llmviz_ch09" / (hashlib.sha1(key.encode()).hexdigest() + ".pt")
 
 
+#: the library code a trained model depends on (the cache of trained models is keyed on it)
+_TRAINING_CODE = ("model", "position", "attention", "norm", "training", "ffn.py", "runtime.py",
+                  "_checks.py")
+
+
 @functools.lru_cache(maxsize=1)
 def _code_hash() -> str:
     root = Path(__file__).resolve().parents[1]
     h = hashlib.sha1()
-    for f in sorted(root.rglob("*.py")):
-        h.update(f.read_bytes())
+    for part in _TRAINING_CODE:
+        for f in sorted((root / part).rglob("*.py")) if (root / part).is_dir() else [root / part]:
+            h.update(f.read_bytes())
+    for fn in (data, _ends, config_for, _held_out, _pretrain):
+        h.update(inspect.getsource(fn).encode())
     return h.hexdigest()
 
 
@@ -160,7 +170,7 @@ def _trained(scheme: str, seed: int, p: dict) -> dict:
     """{"state", "curve"} of the (scheme, seed, size) run: from this machine's cache, or trained."""
     path = _cache_path(scheme, seed, p)
     if not path.exists():
-        model, curve, _ = _pretrain(scheme, seed, p, None)
+        model, curve = _pretrain(scheme, seed, p, None)
         _save(model, curve, scheme, seed, p)
     return torch.load(path, map_location=runtime.device())
 
@@ -194,14 +204,14 @@ def race(variant: str, seed: int, *, prefix: int | None = None, **p) -> dict:
     ``attention`` (last layer at 8T: share past T, entropy, uniform attention's entropy),
     RoPE's ``score_ratio`` per layer (plain and PI) and sinusoidal's embedding ``norms``.
     """
-    model, curve, seconds = _pretrain(variant, seed, p, prefix)
     if prefix is not None:
-        return {"curve": curve}
-    _save(model, curve, variant, seed, p)
+        return {"curve": _pretrain(variant, seed, p, prefix)[1]}
+    curve = _trained(variant, seed, p)["curve"]  # trained here, or by an earlier call
+    model = trained_model(variant, seed, p)
     tokens, T, ends = data()[1], p["seq_len"], _ends(p)
     nll, by_pos = _lengths_nll(model, p)
     mech = ends[: p["mech_windows"]]
-    out = {"curve": curve, "seconds": seconds, "nll": nll,
+    out = {"curve": curve, "nll": nll,
            "sliding": float(sliding_losses(model, tokens, tail_targets(ends, T), T).mean()),
            "by_position": by_pos.view(-1, T // 8).mean(1).tolist(),
            "attention": attention_probe(model, tokens, mech, FACTORS[-1] * T, T)}
@@ -249,3 +259,10 @@ def stretch(variant: str, seed: int, *, prefix: int | None = None, **p) -> dict:
     train(model, data()[0], config=cfg, callbacks={"checkpoint": checkpoint}, progress=False)
     out["ft_nll"] = ft
     return out
+
+
+RACE = Experiment("ch09_race", race, variants=list(SCHEMES), seeds=[0, 1, 2], sizes=RACE_SIZES,
+                  prefix=100, description="six position schemes trained at T, scored at 1-8 T")
+STRETCH = Experiment("ch09_stretch", stretch, variants=list(STRETCHES), seeds=[0, 1, 2],
+                     sizes=STRETCH_SIZES, prefix=100,
+                     description="the race's RoPE model stretched 8x, zero-shot and fine-tuned")
