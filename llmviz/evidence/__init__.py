@@ -2,7 +2,8 @@
 
 * :mod:`~llmviz.evidence.stats`: :class:`Estimate`, :func:`summarize`, :func:`paired`,
   :func:`paired_ratio`, :func:`paired_bootstrap`, :func:`t_quantile`.
-* :mod:`~llmviz.evidence.seeds`: :func:`run_seeds` (parallel over cores) and :class:`Runs`.
+* :mod:`~llmviz.evidence.seeds`: :func:`run_seeds` (parallel over cores on a CPU, in turn on
+  a GPU; :mod:`~llmviz.evidence.strategy` decides) and :class:`Runs`.
 * :mod:`~llmviz.evidence.verdict`: the verdicts and :func:`decide`.
 * :mod:`~llmviz.evidence.validity`: what lets an experiment decide its claim, computed:
   :class:`Check`, :func:`beats_baseline`, :func:`positive_control`, :func:`can_detect`,
@@ -33,6 +34,7 @@ from .claims import CHAPTER_ENV, CLAIMS_DIR_ENV, Claim, claims_file, glue_number
 from .compare import SideBySide, compare_verdicts, side_by_side
 from .records import (
     EXPERIMENTS_ENV,
+    RECORDING_ENV,
     RECORDS_DIR_ENV,
     SIZES,
     Experiment,
@@ -40,6 +42,7 @@ from .records import (
     experiments,
     records_dir,
 )
+from .mystglue import glue
 from .seeds import Runs, run_grid, run_seeds
 from .stats import (
     Estimate,
@@ -75,6 +78,7 @@ __all__ = [
     "Claim",
     "glue_number",
     "glue_text",
+    "glue",
     "proportion",
     "decide",
     "HOLDS",
@@ -95,6 +99,7 @@ __all__ = [
     "SIZES",
     "RECORDS_DIR_ENV",
     "EXPERIMENTS_ENV",
+    "RECORDING_ENV",
     "compare_verdicts",
     "side_by_side",
     "SideBySide",

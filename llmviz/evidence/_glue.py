@@ -32,12 +32,17 @@ class _Text:
 
 
 def _glue(name: str, text: str) -> None:
+    """Glue for the book (myst-nb present); without myst-nb (Colab) print ``name = text``."""
     try:
         from IPython import get_ipython
-        from myst_nb import glue
     except ImportError:
         return
     if get_ipython() is None:  # outside a kernel IPython's display would print instead
+        return
+    try:
+        from myst_nb import glue
+    except Exception:  # not installed (Colab, plain Jupyter) or broken: the reader reads it here
+        print(f"{name} = {text}")
         return
     glue(name, _Text(text), display=False)
 
@@ -45,7 +50,8 @@ def _glue(name: str, text: str) -> None:
 def glue_number(name: str, value: float, fmt: str = ".3g") -> str:
     """Glue ``format(value, fmt)`` under ``name`` for ``{glue:text}`name``` in the prose.
 
-    Returns the text glued. Outside a kernel with myst-nb it only returns it.
+    Returns the text glued. In a kernel without myst-nb (Colab) it prints ``name = text``;
+    outside a kernel it only returns it.
     """
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][\w.-]*", name):
         raise ValueError(f"glue name must be an identifier-like str, got {name!r}")
@@ -62,7 +68,8 @@ def glue_text(name: str, text: str) -> str:
     """Glue ``text`` (a number already formatted, or a phrase chosen by code from the data, such
     as "more than" / "fewer than") under ``name`` for ``{glue:text}`name``` in the prose.
 
-    Returns the text. Outside a kernel with myst-nb it only returns it.
+    Returns the text. In a kernel without myst-nb (Colab) it prints ``name = text``; outside a
+    kernel it only returns it.
     """
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][\w.-]*", name):
         raise ValueError(f"glue name must be an identifier-like str, got {name!r}")

@@ -108,8 +108,8 @@ class Claim:
         id: short identifier (glue names, anchors, the claims page); default: from ``text``.
         chapter: the notebook it belongs to; default: detected (see :func:`claims_file`).
         size: which run decided it: a :class:`~llmviz.evidence.Record` (its label, device and
-            staleness are shown) or a label; default ``"live: cpu size"`` (``"live: full
-            size"`` under ``LLMVIZ_SCALE=full``).
+            staleness are shown) or a label; default ``"live run, cpu size"`` (``"live run,
+            full size"`` under ``LLMVIZ_SCALE=full``).
         device: where it was measured; default: the record's device, else
             :func:`llmviz.runtime.device`.
         fmt: number format for the effect and interval.
@@ -156,7 +156,7 @@ class Claim:
             size = size.label
         if size is not None and (not isinstance(size, str) or not size.strip()):
             raise TypeError(f"size must be a Record or a label (str), got {size!r:.60}")
-        set_(self, "size", size or f"live: {run_size()} size")
+        set_(self, "size", size or f"live run, {run_size()} size")
         set_(self, "device", _device_label(device or _best_device())
              if not isinstance(device, str) else device)
 
@@ -246,7 +246,9 @@ class Claim:
         return path
 
     def glue(self, prefix: str) -> dict[str, str]:
-        """Glue ``<prefix>_verdict``, ``_effect``, ``_interval``, ``_n`` and ``_claim``.
+        """Glue ``<prefix>_verdict``, ``_effect``, ``_interval``, ``_n``, ``_claim``, ``_size``
+        (the live size or the record's label) and ``_detectable`` (the smallest detectable
+        effect).
 
         The prose then writes ``{glue:text}`<prefix>_verdict``` and never types a verdict.
         Returns the glued texts (outside a kernel with myst-nb nothing else happens).
@@ -259,6 +261,8 @@ class Claim:
             "interval": self.interval,
             "n": str(self.estimate.n),
             "claim": self.text,
+            "size": self.size,
+            "detectable": self.detectable,
         }
         for key, text in parts.items():
             _glue(f"{prefix}_{key}", text)
@@ -272,7 +276,8 @@ class Claim:
     def _details(self) -> str:
         n = self.estimate.n
         runs = "computed" if self.estimate.kind == "exact" else f"n = {n}"
-        return f"{runs} · size {self.size} · device {self.device}"
+        where = self.size if " " in self.size else f"size {self.size}"  # a label, or "cpu"
+        return f"{runs} · {where} · device {self.device}"
 
     def _because(self) -> str:
         """Why a claim cannot be decided: what its interval alone would have said."""

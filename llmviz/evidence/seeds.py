@@ -5,14 +5,27 @@
 the seed (same initialisation stream, same data, same evaluation targets) so that they can be
 compared paired (:func:`llmviz.evidence.paired`).
 
-Parallelism: on Linux the seeds are spread over worker processes started with ``fork``, so a
-function defined in a notebook cell works (nothing is pickled but the seed and the result).
-Each worker runs torch on one thread: the book's CPU-size models are small and one process per
-core beats threads. It falls back to running the seeds one after another (also on one torch
-thread, restored afterwards) when ``fork`` is not available (Windows, macOS' default), when CUDA
-is already initialised (a forked child cannot use it), when ``processes=1``, or when there is a
-single seed. Either way the results come back in the order of ``seeds``, and a seed gives the
-same numbers in both modes, on any number of cores, as long as ``fn`` seeds its own generators
+How the seeds run (``strategy``; the default ``"auto"`` picks by device):
+
+* ``"fork"``: worker processes started with ``fork``, one per core, each on one torch thread.
+  Nothing is pickled but the seed and the result, so a function defined in a notebook cell
+  works. Auto picks it on Linux when no GPU is present: the book's CPU-size models are small
+  and one process per core beats threads.
+* ``"serial"``: one seed after another in this process, on one torch thread (restored
+  afterwards). Auto picks it whenever CUDA (or Apple MPS) is present. A forked child cannot use
+  CUDA once the parent has touched it (``torch.cuda.is_available()``, which ``lv.device()``
+  calls, already initialises the driver; a CUDA backward pass starts autograd threads that a
+  fork cannot copy), the GPU runs each seed's kernels far faster than cores would, and
+  threads with one CUDA stream each would share torch's global random generator, so a seed's
+  numbers would depend on how the threads interleave. Auto also runs serially where ``fork``
+  is not the platform's way (macOS, Windows), for ``processes=1`` and for a single seed.
+* ``"spawn"``: fresh worker processes (each imports torch and opens its own CUDA context,
+  seconds each). Only on request; ``fn`` travels by pickling, so it must be importable from a
+  module: a function defined in a notebook cell, a lambda or a closure is refused up front
+  with a ``TypeError`` that names it and says where to move it.
+
+Every strategy returns the results in the order of ``seeds``, and a seed gives the same
+numbers in each of them, on any number of cores, as long as ``fn`` seeds its own generators
 from ``seed``.
 
 :func:`run_grid` runs ``fn(variant, seed)`` for every pair as its own job: three seeds of one
@@ -27,6 +40,7 @@ lines reach the notebook in pieces.
 
 from __future__ import annotations
 
+import functools
 import multiprocessing as mp
 import os
 import traceback
@@ -38,10 +52,11 @@ import torch
 from .._checks import check_positive_int
 from ..runtime import threads
 from .stats import Estimate, summarize
+from .strategy import check_sendable, choose_strategy
 
 __all__ = ["run_seeds", "run_grid", "Runs"]
 
-#: The function the forked workers run (inherited through fork, never pickled).
+#: The function the workers run (inherited through fork, or unpickled once per spawned worker).
 _WORK: Callable[[int], Any] | None = None
 
 Result = dict[str, Any]  # name -> float, or variant -> {name -> float}
@@ -84,22 +99,19 @@ def _is_curve(value: Any) -> bool:
     )
 
 
-def _worker_init() -> None:
+def _worker_init(fn: Callable[[int], Any] | None = None) -> None:
+    global _WORK
     torch.set_num_threads(1)
+    if fn is not None:  # spawned: the function arrives pickled
+        _WORK = fn
 
 
 def _call(seed: int) -> tuple[str, Any]:
     try:
-        assert _WORK is not None, "run_seeds set no work before forking"
+        assert _WORK is not None, "run_seeds set no work before starting its workers"
         return "ok", _flatten(_WORK(seed), seed)
     except BaseException:  # sent back: the parent raises it with the seed named
         return "error", traceback.format_exc()
-
-
-def _can_fork() -> bool:
-    if "fork" not in mp.get_all_start_methods():
-        return False
-    return not (torch.cuda.is_available() and torch.cuda.is_initialized())
 
 
 def _cores() -> int:
@@ -116,9 +128,10 @@ class Runs:
     :class:`~llmviz.evidence.Estimate`.
     """
 
-    def __init__(self, results: dict[int, Result], *, parallel: bool) -> None:
+    def __init__(self, results: dict[int, Result], *, strategy: str = "serial") -> None:
         self._results = results
-        self.parallel = parallel  #: whether the seeds ran in worker processes
+        self.strategy = strategy  #: "fork", "spawn" or "serial": how the seeds ran
+        self.parallel = strategy != "serial"  #: whether the seeds ran in worker processes
 
     def __getitem__(self, seed: int) -> Result:
         return self._results[seed]
@@ -174,8 +187,7 @@ class Runs:
         return summarize(self.values(*keys), level=level)
 
     def __repr__(self) -> str:
-        mode = "parallel" if self.parallel else "serial"
-        return f"Runs({len(self)} seeds {self.seeds}, {mode})"
+        return f"Runs({len(self)} seeds {self.seeds}, {self.strategy})"
 
 
 def _check_seeds(seeds: Any) -> list[int]:
@@ -199,8 +211,9 @@ def run_seeds(
     seeds: Iterable[int],
     *,
     processes: int | None = None,
+    strategy: str = "auto",
 ) -> Runs:
-    """Call ``fn(seed)`` for every seed, in parallel where possible; results in seed order.
+    """Call ``fn(seed)`` for every seed, in parallel where that is safe; results in seed order.
 
     Args:
         fn: one run of the experiment; returns ``{name: number}`` or
@@ -208,28 +221,42 @@ def run_seeds(
         seeds: distinct ints, e.g. ``range(3)``.
         processes: worker processes; ``None`` uses one per available core (at most one per
             seed); ``1`` runs serially in this process.
+        strategy: ``"auto"`` (fork on a CPU-only Linux machine, serial when a GPU is
+            present), ``"fork"``, ``"spawn"`` (``fn`` must be importable from a module) or
+            ``"serial"``; see the module's notes.
 
-    Returns a :class:`Runs` mapping seed -> result (every number a float).
+    Returns a :class:`Runs` mapping seed -> result (every number a float); ``runs.strategy``
+    says how they ran.
 
     Raises:
-        TypeError: ``fn`` not callable, a seed not an int, or a result not a dict of numbers.
-        ValueError: no seeds, repeated seeds, or ``processes`` < 1.
+        TypeError: ``fn`` not callable, a seed not an int, a result not a dict of numbers, or
+            (``"spawn"``) ``fn`` cannot be sent to a worker process.
+        ValueError: no seeds, repeated seeds, ``processes`` < 1, an unknown ``strategy``, or
+            ``"fork"`` once CUDA is initialised.
         RuntimeError: ``fn`` raised for a seed (the message names it and holds its traceback).
     """
-    global _WORK
     if not callable(fn):
         raise TypeError(f"fn must be callable as fn(seed), got {type(fn).__name__}")
     seeds = _check_seeds(seeds)
     if processes is not None:  # None: one per core
         check_positive_int(processes, "processes")
-    n_proc = min(len(seeds), processes or _cores())
-    parallel = n_proc > 1 and _can_fork()
-    if not parallel:
+    how = choose_strategy(len(seeds), processes, strategy)
+    if how == "spawn":
+        check_sendable(fn)
+    return _run(fn, seeds, min(len(seeds), processes or _cores()), how)
+
+
+def _run(fn: Callable[[int], Any], seeds: list[int], n_proc: int, how: str) -> Runs:
+    global _WORK
+    if how == "serial" or n_proc < 2:
         with threads(1):  # as in the workers: the same numbers in either mode
-            return Runs({s: _flatten(fn(s), s) for s in seeds}, parallel=False)
-    _WORK = fn
+            return Runs({s: _flatten(fn(s), s) for s in seeds}, strategy="serial")
+    if how == "fork":
+        _WORK, pool_args = fn, {"initializer": _worker_init}
+    else:  # spawn: each worker unpickles fn once
+        pool_args = {"initializer": _worker_init, "initargs": (fn,)}
     try:
-        with mp.get_context("fork").Pool(n_proc, initializer=_worker_init) as pool:
+        with mp.get_context(how).Pool(n_proc, **pool_args) as pool:
             answers = pool.map(_call, seeds, chunksize=1)  # in the order of seeds
             pool.close()
             pool.join()
@@ -240,7 +267,15 @@ def run_seeds(
         if status == "error":
             raise RuntimeError(f"fn({seed}) failed in a worker process:\n{value}")
         results[seed] = value
-    return Runs(results, parallel=True)
+    return Runs(results, strategy=how)
+
+
+def _grid_job(fn: Callable[[str, int], Any], jobs: list[tuple[str, int]], k: int) -> Any:
+    variant, seed = jobs[k]
+    try:
+        return fn(variant, seed)
+    except Exception as err:  # name the pair, not the job number
+        raise RuntimeError(f"fn({variant!r}, {seed}) failed: {type(err).__name__}: {err}") from err
 
 
 def run_grid(
@@ -249,18 +284,19 @@ def run_grid(
     seeds: Iterable[int],
     *,
     processes: int | None = None,
+    strategy: str = "auto",
 ) -> Runs:
     """Call ``fn(variant, seed)`` for every variant and seed, one job each, in parallel where
-    possible; returns :class:`Runs` with ``runs[seed][variant]`` = that call's result.
+    that is safe; returns :class:`Runs` with ``runs[seed][variant]`` = that call's result.
 
     Same as ``run_seeds(lambda s: {v: fn(v, s) for v in variants}, seeds)`` but spread job by
     job over the cores, so an odd number of seeds does not leave a core idle. Every call must
-    seed its own generators from ``seed``.
+    seed its own generators from ``seed``. ``strategy`` as in :func:`run_seeds`.
 
     Raises:
-        TypeError: ``fn`` not callable, a variant not a str, a seed not an int, or a result
-            not a dict of numbers.
-        ValueError: no variants or seeds, or repeated ones.
+        TypeError: ``fn`` not callable, a variant not a str, a seed not an int, a result not a
+            dict of numbers, or (``"spawn"``) ``fn`` cannot be sent to a worker process.
+        ValueError: no variants or seeds, repeated ones, or a bad ``strategy``.
         RuntimeError: ``fn`` raised (the message names the variant and seed).
     """
     if not callable(fn):
@@ -277,14 +313,12 @@ def run_grid(
         raise ValueError(f"variants must be distinct, got {variants}")
     seeds = _check_seeds(seeds)
     jobs = [(v, s) for s in seeds for v in variants]
-
-    def job(k: int) -> Mapping[str, Any]:
-        variant, seed = jobs[k]
-        try:
-            return fn(variant, seed)
-        except Exception as err:  # name the pair, not the job number
-            raise RuntimeError(f"fn({variant!r}, {seed}) failed: {type(err).__name__}: {err}") from err
-
-    parts = run_seeds(job, range(len(jobs)), processes=processes)
+    if processes is not None:
+        check_positive_int(processes, "processes")
+    how = choose_strategy(len(jobs), processes, strategy)
+    if how == "spawn":
+        check_sendable(fn, "run_grid")
+    job = functools.partial(_grid_job, fn, jobs)  # picklable whenever fn is
+    parts = _run(job, list(range(len(jobs))), min(len(jobs), processes or _cores()), how)
     results = {s: {v: parts[k] for k, (v, s2) in enumerate(jobs) if s2 == s} for s in seeds}
-    return Runs(results, parallel=parts.parallel)
+    return Runs(results, strategy=parts.strategy)

@@ -155,9 +155,9 @@ def beats_baseline(
     passed = value < base - margin if lower_is_better else value > base + margin
     who = f"worst model ({worst})" if len(means) > 1 else "model"
     side = "below" if lower_is_better else "above"
-    need = f"; must be {side} {base - margin if lower_is_better else base + margin:.4g}" if (
-        margin) else ""
-    detail = f"{who} {value:.4g} vs baseline {base:.4g} (margin {margin:g}{need})"
+    bound = base - margin if lower_is_better else base + margin
+    need = f" (margin {margin:g}: must be {side} {bound:.4g})" if margin else ""
+    detail = f"{who} {value:.4g} vs baseline {base:.4g}{need}"
     return Check(name=name, passed=passed, detail=detail)
 
 

@@ -38,6 +38,7 @@ from .layers import gated_deltanet_from_hf
 from .load import (
     from_hf,
 )
+from .tolerance import match_tolerance
 
 __all__ = [
     "REFUSED",
@@ -51,4 +52,5 @@ __all__ = [
     "gated_deltanet_from_hf",
     "from_hf",
     "kv_groups",
+    "match_tolerance",
 ]

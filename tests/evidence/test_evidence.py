@@ -184,7 +184,7 @@ def test_registry_writes_one_line_per_claim(tmp_path, monkeypatch):
     assert [r["id"] for r in rows] == ["a", "b"]
     assert rows[0]["chapter"] == "02_multi_head_attention"
     assert rows[0]["verdict"] == HOLDS and rows[1]["verdict"] == UNRESOLVED
-    assert rows[0]["n"] == 3 and rows[0]["size"] in ("live: cpu size", "live: full size")
+    assert rows[0]["n"] == 3 and rows[0]["size"] in ("live run, cpu size", "live run, full size")
     assert rows[0]["torch"] == torch.__version__ and rows[0]["device"] == "cpu"
     explicit = Claim("c", summarize([1.0, 2.0]), id="c", chapter="gallery", device="cpu")
     assert explicit.register() == tmp_path / "gallery.jsonl"
@@ -205,7 +205,7 @@ def _experiment(seed: int) -> dict:
             "seed": seed}
 
 
-def test_run_seeds_parallel_equals_serial_and_keeps_seed_order():
+def test_run_seeds_parallel_equals_serial_and_keeps_seed_order(cpu_only):
     seeds = [5, 1, 3, 2]
     par = run_seeds(_experiment, seeds, processes=2)
     ser = run_seeds(_experiment, seeds, processes=1)
@@ -221,7 +221,7 @@ def test_run_seeds_parallel_equals_serial_and_keeps_seed_order():
     assert with_threads.values("t") == [1.0, 1.0] and torch.get_num_threads() == before
 
 
-def test_run_seeds_with_a_closure_and_a_failing_seed():
+def test_run_seeds_with_a_closure_and_a_failing_seed(cpu_only):
     offset = 10.0
     runs = run_seeds(lambda s: {"v": s + offset}, range(3), processes=2)  # not picklable
     assert runs.values("v") == [10.0, 11.0, 12.0]
@@ -282,7 +282,7 @@ def test_bad_input(call, exc, match):
 def test_run_seeds_runs_serially_once_cuda_is_initialised():
     torch.zeros(1, device="cuda")  # a forked child could not use CUDA from here on
     runs = run_seeds(lambda s: {"v": torch.full((1,), float(s), device="cuda").sum()}, range(3))
-    assert not runs.parallel
+    assert not runs.parallel and runs.strategy == "serial"
     assert runs.values("v") == [0.0, 1.0, 2.0]
 
 
@@ -330,7 +330,7 @@ def _variant_run(variant: str, seed: int) -> dict:
     return {"loss": float((scale * x @ x).abs().mean()), "seed": seed}
 
 
-def test_run_grid_equals_run_seeds_over_variants():
+def test_run_grid_equals_run_seeds_over_variants(cpu_only):
     from llmviz.evidence import run_grid
 
     variants, seeds = ["mha", "gqa", "mqa"], [2, 0, 1]

@@ -20,6 +20,7 @@ from llmviz.evidence import (
     CANNOT_DECIDE,
     EXPERIMENTS_ENV,
     HOLDS,
+    RECORDING_ENV,
     RECORDS_DIR_ENV,
     Claim,
     Experiment,
@@ -58,6 +59,8 @@ def unused():
 '''
 
 EXP = '''
+import os
+
 import torch
 
 from llmviz.evidence import Experiment
@@ -75,7 +78,8 @@ def run(variant, seed, *, prefix=None, steps, every):
             curve.append(loss)
     if prefix is not None:
         return {{"curve": curve}}
-    return {{"curve": curve, "loss": lib.sgd_step(w, x, y, 0.0)[1]}}
+    recording = float(os.environ.get("LLMVIZ_RECORDING") == "{name}.long")
+    return {{"curve": curve, "loss": lib.sgd_step(w, x, y, 0.0)[1], "recording": recording}}
 
 
 toy = Experiment("{name}", run, variants=["slow", "fast"], seeds=[0, 1, 2],
@@ -145,6 +149,9 @@ def test_a_record_holds_runs_params_and_meta(recorded):
     live = run_grid(lambda v, s: exp.fn(v, s, **exp.params("long")), exp.variants, exp.seeds)
     assert rec.runs.values("fast", "loss") == live.values("fast", "loss")
     assert rec.runs.curves("slow", "curve") == live.curves("slow", "curve")
+    # the runs knew they were being recorded (to bypass caches); the live run did not
+    assert rec.runs.values("fast", "recording") == [1.0] * 3
+    assert live.values("fast", "recording") == [0.0] * 3 and RECORDING_ENV not in os.environ
     assert rec.label.startswith("long record: 40 steps, cpu (") and rec.label.endswith(rec.meta["date"][:10])
     assert exp.record("long").runs.values("slow", "loss") == rec.runs.values("slow", "loss")
 
@@ -161,6 +168,11 @@ def test_fresh_until_a_parameter_changes(recorded):
     more = Experiment(recorded.name, recorded.exp.fn, variants=["slow", "fast"],
                       seeds=[0, 1, 2, 3], sizes=recorded.exp.sizes)
     assert "seeds changed: [0, 1, 2] -> [0, 1, 2, 3]" in more.record("long").stale
+    by_size = Experiment(recorded.name, recorded.exp.fn, variants=["slow", "fast"],
+                         seeds=[0, 1, 2], sizes=recorded.exp.sizes, prefix={"long": 7})
+    assert by_size.prefix_for("long") == 7 and by_size.record("long").stale is None
+    with pytest.raises(ValueError, match="gives no prefix for size 'cpu'"):
+        by_size.prefix_for("cpu")
 
 
 def test_stale_when_the_code_it_runs_changes_not_when_its_layout_does(recorded):
@@ -178,6 +190,25 @@ def test_stale_when_the_code_it_runs_changes_not_when_its_layout_does(recorded):
     assert record.stale == f"code changed: {recorded.lib_name}:sgd_step changed"
     recorded.edit_lib("lr * 3 * x.T", "lr * 2 * x.T")
     assert record.stale is None  # back as it was
+    # the experiment's definition: a new live size, a new description are not its code
+    module = recorded.path / f"{recorded.module}.py"
+    text = module.read_text()
+    module.write_text(text.replace('"cpu": {"steps": 10', '"cpu": {"steps": 12').replace(
+        "least squares by SGD", "least squares"))
+    assert record.stale is None
+    module.write_text(text.replace("import torch\n", "import torch\n\nEXTRA = 1\n", 1))
+    assert record.stale == f"code changed: module-level code of {recorded.module} changed"
+    module.write_text(text)
+    # sizes kept in module constants (and the constants those are built from) are parameters
+    shared = text.replace('sizes={"cpu": {"steps": 10, "every": 2}, ', "sizes=SIZES,").replace(
+        '"long": {"steps": 40, "every": 5}},', "").replace(
+        "import torch\n", 'import torch\n\nBASE = {"every": 5}\n'
+        'SIZES = {"cpu": {"steps": 10, "every": 2}, "long": dict(BASE, steps=40)}\n', 1)
+    module.write_text(shared)
+    assert record.stale is None, shared
+    module.write_text(shared.replace('"every": 2', '"every": 3').replace('"every": 5', '"every": 4'))
+    assert record.stale is None  # (the loaded experiment, not the file, holds the parameters)
+    module.write_text(text)
     # a module-level constant of a module it runs
     recorded.edit_lib("SCALE = 1.0", "SCALE = 2.0")
     assert record.stale == f"code changed: module-level code of {recorded.lib_name} changed"
@@ -236,7 +267,17 @@ def test_command_line_check_passes_on_a_fresh_record_and_fails_an_irreproducible
     data["runs"]["slow"]["0"]["curve"][0] += 0.5
     recorded.record.path.write_text(json.dumps(data))
     assert main(["check", "--no-reproduce"]) == 0  # fresh: only the prefix can tell
-    assert main(["check", recorded.name]) == 1
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["check", recorded.name]) == 1
+    assert f"IRREPRODUCIBLE {recorded.name}.long: prefix 12 steps" in out.getvalue()
+    recorded.record.path.write_text("{")  # a broken file is reported, not a crash
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["check"]) == 1
+    assert f"ERROR {recorded.name}.long: JSONDecodeError" in out.getvalue()
+    assert f"refresh: python -m llmviz.evidence.records run {recorded.name} --size long" \
+        in out.getvalue()
 
 
 def test_verdicts_from_a_record_and_live_side_by_side(recorded):
@@ -284,6 +325,8 @@ def _fn(variant, seed, *, prefix=None, steps):
         (dict(sizes={"long": {"steps": object()}}), TypeError, "plain JSON values"),
         (dict(sizes={"long": {"prefix": 3}}), ValueError, "may not define 'prefix'"),
         (dict(prefix=0), ValueError, "prefix must be a positive int"),
+        (dict(prefix={"full": 5}), ValueError, "prefix size='full' is not supported"),
+        (dict(prefix={"long": 0}), ValueError, r"prefix\['long'\] must be a positive int"),
     ],
 )
 def test_bad_experiments_are_refused(kwargs, exc, match):

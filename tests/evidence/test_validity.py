@@ -152,14 +152,17 @@ def test_box_and_record_show_size_checks_and_smallest_detectable_effect(tmp_path
         assert "FAILED" in text and "beats the byte bigram" in text
         assert "passed" in text and "retrieves a planted string" in text
         assert f"smallest detectable effect {detect}" in text
-        assert "live: cpu size" in text or "live: full size" in text
+        assert "n = 3 · live run, cpu size · device cpu" in text or "live run, full size" in text
         assert "the interval alone reads &#x27;holds&#x27;" in text or (
             "the interval alone reads 'holds'" in text)
     rec = json.loads((tmp_path / "09_position.jsonl").read_text().splitlines()[0])
     assert rec["verdict"] == CANNOT_DECIDE and rec["min_detectable"] == detect
     assert rec["checks"][1] == {"name": "beats the byte bigram", "passed": False,
                                 "detail": fail.detail}
-    assert rec["size"].startswith("live: ")
+    assert rec["size"].startswith("live run, ")
+    glued = claim.glue("ch09_rope")
+    assert glued["ch09_rope_detectable"] == detect and glued["ch09_rope_size"] == claim.size
+    assert glued["ch09_rope_verdict"] == CANNOT_DECIDE
     plain = Claim("x", summarize([1.0, 2.0, 3.0]), device="cpu", size="long record: 1600 steps")
     assert plain.record()["checks"] == [] and "Validity" not in plain._repr_html_()
     assert plain.record()["size"] == "long record: 1600 steps"

@@ -49,7 +49,7 @@ from typing import Any
 
 from ..._checks import check_choice, check_positive, check_positive_int
 from ._fingerprint import CodeTracer, fingerprint
-from ._meta import PACKAGE_DIR, dumps, run_meta
+from ._meta import PACKAGE_DIR, RECORDING_ENV, dumps, recording, run_meta
 from ._record import CROSS_DEVICE_RTOL, FORMAT, Record
 from ..seeds import Runs, run_grid
 
@@ -62,6 +62,7 @@ __all__ = [
     "SIZES",
     "RECORDS_DIR_ENV",
     "EXPERIMENTS_ENV",
+    "RECORDING_ENV",
     "CROSS_DEVICE_RTOL",
 ]
 
@@ -108,13 +109,19 @@ class Experiment:
         sizes: ``{"cpu": params, "long": params, "full": params}``; each params is a dict of
             plain JSON values passed to ``fn`` as keywords.
         description: one line for ``list``.
-        prefix: training steps the reproducibility check re-runs (enough for 2+ curve points).
+        prefix: training steps the reproducibility check re-runs (enough for 2+ curve points),
+            one int or ``{size: int}`` (a ``full`` record re-run on a CPU wants a short one).
+            With :func:`llmviz.train`, train ``min(prefix, steps)`` steps: the warmup does not
+            depend on the total, so a prefix within the warmup follows the full run exactly.
         rtol: relative tolerance of that check on the record's device type.
+
+    The run records which code it executed (a ``sys.settrace`` hook that sees each function
+    once; a few percent of the run's time), for :attr:`Record.stale`.
     """
 
     def __init__(self, name: str, fn: Callable[..., Mapping[str, Any]], *, variants: Any,
                  seeds: Any, sizes: Mapping[str, Mapping[str, Any]], description: str = "",
-                 prefix: int = 20, rtol: float = 1e-3) -> None:
+                 prefix: int | Mapping[str, int] = 20, rtol: float = 1e-3) -> None:
         if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", name):
             raise ValueError(f"name={name!r} must be letters, digits and '_', e.g. 'ch09_race'")
         if not callable(fn):
@@ -140,7 +147,13 @@ class Experiment:
         self.name, self.fn, self.description = name, fn, description
         self.variants, self.seeds = list(variants), seeds
         self.sizes = {s: _plain(p, f"sizes[{s!r}]") for s, p in sizes.items()}
-        self.prefix = check_positive_int(prefix, "prefix")
+        if isinstance(prefix, Mapping):
+            for size, steps in prefix.items():
+                check_choice(size, "prefix size", list(self.sizes))
+                check_positive_int(steps, f"prefix[{size!r}]")
+            self.prefix: int | dict[str, int] = dict(prefix)
+        else:
+            self.prefix = check_positive_int(prefix, "prefix")
         self.rtol = check_positive(rtol, "rtol")
 
     def __repr__(self) -> str:
@@ -153,6 +166,15 @@ class Experiment:
         if size not in self.sizes:
             raise ValueError(f"{self.name} has no size {size!r}; it defines {list(self.sizes)}")
         return json.loads(json.dumps(self.sizes[size]))
+
+    def prefix_for(self, size: str) -> int:
+        """The prefix (training steps) the reproducibility check re-runs at ``size``."""
+        if isinstance(self.prefix, dict):
+            if size not in self.prefix:
+                raise ValueError(f"{self.name} gives no prefix for size {size!r}; add it to "
+                                 f"prefix={self.prefix}")
+            return self.prefix[size]
+        return self.prefix
 
     def refresh_command(self, size: str) -> str:
         """The command that (re-)creates the record of ``size``."""
@@ -191,7 +213,8 @@ class Experiment:
                 return out
 
             start = time.perf_counter()
-            runs = run_grid(job, self.variants, self.seeds, processes=processes)
+            with recording(f"{self.name}.{size}"):
+                runs = run_grid(job, self.variants, self.seeds, processes=processes)
             wall = time.perf_counter() - start
             reports = [json.loads(p.read_text()) for p in sorted(Path(tmp).glob("*.json"))]
         functions: dict[str, set[str]] = {self.fn.__module__: {self.fn.__qualname__}}
@@ -205,7 +228,7 @@ class Experiment:
             "params": params,
             "variants": self.variants,
             "seeds": self.seeds,
-            "prefix": self.prefix,
+            "prefix": self.prefix_for(size),
             "meta": run_meta(size, runs, wall, processes, len(self.variants) * len(self.seeds)),
             "code": fingerprint({m: sorted(n) for m, n in functions.items()}),
             "runs": {v: {str(s): runs[s][v] for s in self.seeds} for v in self.variants},

@@ -58,13 +58,19 @@ def _check(selected: dict[str, Experiment], reproduce: bool) -> int:
                 missing.append(f"{name}.{size} (create: {exp.refresh_command(size)})")
                 continue
             checked += 1
-            rec = exp.record(size)
-            stale = rec.stale
+            try:
+                rec = exp.record(size)
+                stale = rec.stale
+                if not stale and reproduce:
+                    ok, what = rec.reproduce()
+            except Exception as err:  # a broken record or experiment: report it, go on
+                failures.append(f"ERROR {name}.{size}: {type(err).__name__}: {err}\n"
+                                f"  refresh: {exp.refresh_command(size)}")
+                continue
             if stale:
                 failures.append(f"STALE {name}.{size}: {stale}\n  refresh: {rec.refresh_command}")
                 continue
             if reproduce:
-                ok, what = rec.reproduce()
                 if not ok:
                     failures.append(f"IRREPRODUCIBLE {name}.{size}: {what}\n"
                                     f"  refresh: {rec.refresh_command}")

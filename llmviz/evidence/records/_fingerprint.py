@@ -5,7 +5,9 @@ not be thrown away because a comment was reworded. So a record stores, for every
 run *actually executed* in the library (or beside the experiment's own module), a hash of that
 function's source normalised by ``ast`` (comments, docstrings and formatting do not reach the
 syntax tree), plus one hash per module touched of its module-level statements other than
-functions and imports (constants, class fields such as a config dataclass's defaults).
+functions, imports and ``Experiment(...)`` definitions (constants, class fields such as a config
+dataclass's defaults). An experiment's parameters are compared size by size instead, so tuning
+its live size leaves its long record fresh.
 
 * :class:`CodeTracer` collects the functions: a ``sys.settrace`` hook that sees each code object
   once (it returns no local tracer, so the run's speed is not affected beyond one call per
@@ -34,8 +36,10 @@ from typing import Any
 __all__ = ["CodeTracer", "fingerprint", "changes", "module_of"]
 
 _OWN_FILE = str(Path(__file__).resolve())  # the tracer's own exit is not the run's code
-#: Parsed files, by path, with the (mtime, size) they were read at.
-_TREES: dict[str, tuple[tuple[int, int], ast.Module]] = {}
+#: Parsed files, by path: the (mtime, size) they were read at, the tree, the hashes taken.
+_TREES: dict[str, tuple[tuple[int, int], ast.Module, dict[str, str | None]]] = {}
+#: Module name -> its source file.
+_PATHS: dict[str, Path | None] = {}
 
 
 class CodeTracer:
@@ -103,23 +107,45 @@ class CodeTracer:
 
 
 def module_of(module: str) -> Path | None:
-    """The source file of ``module`` (without importing it), or None."""
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
+    """The source file of ``module`` (found once, without importing it), or None."""
+    if module not in _PATHS:
+        try:
+            spec = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            spec = None
+        origin = getattr(spec, "origin", None)
+        _PATHS[module] = Path(origin) if origin and origin.endswith(".py") else None
+    return _PATHS[module]
+
+
+def _source(path: Path | None) -> tuple[ast.Module, dict[str, str | None]] | None:
+    """The file's syntax tree and a memo of the hashes taken from it, re-read when the file
+    changes; None when it is gone."""
+    if path is None:
         return None
-    origin = getattr(spec, "origin", None)
-    return Path(origin) if origin and origin.endswith(".py") else None
-
-
-def _tree(path: Path) -> ast.Module:
-    stat = path.stat()
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
     key = (stat.st_mtime_ns, stat.st_size)
     cached = _TREES.get(str(path))
     if cached is None or cached[0] != key:
-        cached = (key, ast.parse(path.read_text(), filename=str(path)))
+        tree = _strip_docstrings(ast.parse(path.read_text(), filename=str(path)))
+        cached = (key, tree, {})
         _TREES[str(path)] = cached
-    return cached[1]
+    return cached[1], cached[2]
+
+
+def _hash(path: Path | None, qualname: str | None) -> str | None:
+    """The hash of function ``qualname`` in ``path`` (None: of the module's other code)."""
+    source = _source(path)
+    if source is None:
+        return None
+    tree, memo = source
+    slot = qualname or ""
+    if slot not in memo:
+        memo[slot] = _function_hash(tree, qualname) if qualname else _digest(_skeleton(tree))
+    return memo[slot]
 
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -139,19 +165,20 @@ def _defs_named(node: ast.AST, name: str) -> list[ast.AST]:
     return found
 
 
-def _strip_docstrings(node: ast.AST) -> ast.AST:
-    node = copy.deepcopy(node)
-    for n in ast.walk(node):
+def _strip_docstrings(tree: ast.AST) -> ast.AST:
+    """Remove every docstring from ``tree``, in place (the cached trees exist only to be
+    hashed)."""
+    for n in ast.walk(tree):
         body = getattr(n, "body", None)
         if isinstance(n, (*_DEFS, ast.Module)) and body and isinstance(body[0], ast.Expr) and (
             isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)
         ):
             n.body = body[1:] or [ast.Pass()]
-    return node
+    return tree
 
 
 def _digest(nodes: list[ast.AST]) -> str:
-    text = "\n".join(ast.dump(_strip_docstrings(n)) for n in nodes)
+    text = "\n".join(ast.dump(n) for n in nodes)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -182,27 +209,62 @@ def _function_hash(tree: ast.Module, qualname: str) -> str | None:
     return _digest(found) if found else None
 
 
-def _skeleton(node: ast.AST) -> list[ast.AST]:
-    """Module- or class-level statements other than functions, imports and ``__all__``."""
+def _skeleton(node: ast.AST, skip: frozenset[str] | None = None) -> list[ast.AST]:
+    """Module- or class-level statements other than functions, imports, ``__all__``, docstrings
+    and an experiment's definition (``x = Experiment(...)`` and the module constants its
+    ``sizes=`` is built from: its parameters are compared size by size instead, so a new live
+    size leaves the long record fresh)."""
+    skip = _size_names(node) if skip is None else skip
     out = []
     for stmt in getattr(node, "body", []):
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Import, ast.ImportFrom)):
             continue
-        if isinstance(stmt, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "__all__" for t in stmt.targets
-        ):
+        targets = _targets(stmt)
+        if targets and (targets <= skip | {"__all__"} or _experiment_call(stmt.value)):
+            continue
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(
+                stmt.value.value, str):  # a docstring
             continue
         if isinstance(stmt, ast.ClassDef):
             shell = copy.copy(stmt)
-            shell.body = _skeleton(stmt) or [ast.Pass()]
+            shell.body = _skeleton(stmt, frozenset()) or [ast.Pass()]
             out.append(shell)
             continue
         out.append(stmt)
     return out
 
 
-def _module_hash(tree: ast.Module) -> str:
-    return _digest(_skeleton(_strip_docstrings(tree)))
+def _targets(stmt: ast.stmt) -> set[str]:
+    """The names a plain ``x = ...`` / ``x: t = ...`` statement binds (empty for anything else)."""
+    if isinstance(stmt, ast.Assign):
+        names = [t.id for t in stmt.targets if isinstance(t, ast.Name)]
+        return set(names) if len(names) == len(stmt.targets) else set()
+    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value:
+        return {stmt.target.id}
+    return set()
+
+
+def _experiment_call(value: ast.AST | None) -> bool:
+    func = getattr(value, "func", None) if isinstance(value, ast.Call) else None
+    name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+    return name == "Experiment"
+
+
+def _size_names(tree: ast.AST) -> frozenset[str]:
+    """Module-level names the ``sizes=`` of an ``Experiment(...)`` call is built from, and the
+    module-level names those are built from in turn."""
+    values = {name: stmt.value for stmt in getattr(tree, "body", []) for name in _targets(stmt)}
+    todo = [n.id for call in ast.walk(tree) if _experiment_call(call)
+            for kw in call.keywords if kw.arg == "sizes"
+            for n in ast.walk(kw.value) if isinstance(n, ast.Name)]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in values:
+            continue
+        seen.add(name)
+        todo += [n.id for n in ast.walk(values[name]) if isinstance(n, ast.Name)]
+    return frozenset(seen)
 
 
 def fingerprint(functions: dict[str, list[str]]) -> dict[str, dict[str, str]]:
@@ -211,12 +273,12 @@ def fingerprint(functions: dict[str, list[str]]) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {"functions": {}, "modules": {}}
     for module, names in sorted(functions.items()):
         path = module_of(module)
-        if path is None:
+        digest = _hash(path, None)
+        if digest is None:
             continue
-        tree = _tree(path)
-        out["modules"][module] = _module_hash(tree)
+        out["modules"][module] = digest
         for name in names:
-            digest = _function_hash(tree, name)
+            digest = _hash(path, name)
             if digest is not None:
                 out["functions"][f"{module}:{name}"] = digest
     return out
@@ -226,15 +288,14 @@ def changes(stored: dict[str, dict[str, str]]) -> list[str]:
     """What changed since ``stored`` (a :func:`fingerprint`) was taken: one phrase per change."""
     out = []
     for module, digest in sorted(stored.get("modules", {}).items()):
-        path = module_of(module)
-        if path is None:
+        now = _hash(module_of(module), None)
+        if now is None:
             out.append(f"module {module} no longer exists")
-        elif _module_hash(_tree(path)) != digest:
+        elif now != digest:
             out.append(f"module-level code of {module} changed")
     for key, digest in sorted(stored.get("functions", {}).items()):
         module, name = key.split(":", 1)
-        path = module_of(module)
-        now = _function_hash(_tree(path), name) if path is not None else None
+        now = _hash(module_of(module), name)
         if now is None:
             out.append(f"{key} no longer exists")
         elif now != digest:

@@ -3,6 +3,7 @@ and its JSON layout (one line per list of numbers, so a curve does not take 80 l
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
@@ -11,12 +12,17 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 
-__all__ = ["PACKAGE_DIR", "run_meta", "label", "dumps"]
+__all__ = ["PACKAGE_DIR", "RECORDING_ENV", "recording", "run_meta", "label", "dumps"]
 
+#: Set to ``"<name>.<size>"`` while a record is produced or its prefix re-run: code that
+#: caches work across runs (a trained model on disk) must not read the cache then, since a
+#: cached step executes no code and its code would be missing from the fingerprint.
+RECORDING_ENV = "LLMVIZ_RECORDING"
 #: The llmviz package folder (its code is what a record's fingerprint covers).
 PACKAGE_DIR = Path(__file__).resolve().parents[2]
 
@@ -67,6 +73,7 @@ def run_meta(size: str, runs: Any, wall_s: float, processes: int | None, jobs: i
         "threads": 1,  # every job runs torch on one thread (see llmviz.evidence.seeds)
         "processes": workers,
         "parallel": bool(runs.parallel),
+        "strategy": getattr(runs, "strategy", "fork" if runs.parallel else "serial"),
         "cores": _cores(),
         "wall_s": round(wall_s, 2),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -98,3 +105,17 @@ def dumps(data: dict[str, Any]) -> str:
     return re.sub(r"\[\s+([-0-9.eE+,\s]+?)\s+\]",
                   lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",")) + "]",
                   text) + "\n"
+
+
+@contextlib.contextmanager
+def recording(what: str) -> Iterator[None]:
+    """Set :data:`RECORDING_ENV` to ``what`` for the block (and the workers it forks)."""
+    before = os.environ.get(RECORDING_ENV)
+    os.environ[RECORDING_ENV] = what  # inherited by the forked workers
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(RECORDING_ENV, None)
+        else:
+            os.environ[RECORDING_ENV] = before

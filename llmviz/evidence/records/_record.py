@@ -9,7 +9,7 @@ from typing import Any
 from ..._checks import check_choice
 from ..seeds import Runs, run_grid
 from ._fingerprint import changes
-from ._meta import label
+from ._meta import label, recording
 
 __all__ = ["Record", "FORMAT", "CROSS_DEVICE_RTOL"]
 
@@ -46,7 +46,8 @@ class Record:
         self.meta: dict[str, Any] = data["meta"]
         results = {int(s): {v: data["runs"][v][s] for v in data["variants"]}
                    for s in map(str, data["seeds"])}
-        self.runs = Runs(results, parallel=bool(self.meta.get("parallel")))
+        how = self.meta.get("strategy") or ("fork" if self.meta.get("parallel") else "serial")
+        self.runs = Runs(results, strategy=how)
 
     def __repr__(self) -> str:
         return f"Record({self.experiment.name!r}, {self.label!r})"
@@ -82,6 +83,8 @@ class Record:
         7.9 min, 2026-11-26"``; a stale record's label ends with why it is stale."""
         text = label(self.size, self.params, self.meta)
         stale = self.stale
+        if stale and len(stale) > 160:  # the full reason is in .stale and in `check`
+            stale = stale[:157].rstrip() + "..."
         return f"{text} (STALE: {stale})" if stale else text
 
     def reproduce(self, variant: str | None = None, seed: int | None = None) -> tuple[bool, str]:
@@ -96,13 +99,14 @@ class Record:
         seed = self.data["seeds"][0] if seed is None else seed
         check_choice(variant, "variant", self.data["variants"])
         check_choice(seed, "seed", self.data["seeds"])
-        prefix = self.data.get("prefix", self.experiment.prefix)
+        prefix = self.data.get("prefix") or self.experiment.prefix_for(self.size)
         here = device().type
         same = here == self.meta.get("device")
         rtol = self.experiment.rtol if same else CROSS_DEVICE_RTOL
         fn, params = self.experiment.fn, self.params
-        fresh = run_grid(lambda v, s: fn(v, s, prefix=prefix, **params), [variant], [seed],
-                         processes=1)[seed][variant]  # in this process, on one thread
+        with recording(f"{self.experiment.name}.{self.size}"):
+            fresh = run_grid(lambda v, s: fn(v, s, prefix=prefix, **params), [variant], [seed],
+                             processes=1)[seed][variant]  # in this process, on one thread
         stored = self.runs[seed][variant]
         compared, worst = 0, (0.0, "")
         for path, curve in _curves(fresh):

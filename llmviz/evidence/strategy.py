@@ -1,0 +1,86 @@
+"""How :func:`~llmviz.evidence.run_seeds` runs the seeds on this machine, and whether a
+function can be sent to a spawned worker process.
+
+:func:`choose_strategy` is the decision (``"fork"`` on a CPU-only Linux machine, ``"serial"``
+when CUDA or MPS is present; the reasons are in :mod:`llmviz.evidence.seeds`);
+:func:`check_sendable` is the up-front check behind ``strategy="spawn"``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import pickle
+import sys
+from typing import Any
+
+import torch
+
+__all__ = ["STRATEGIES", "choose_strategy", "check_sendable"]
+
+#: The ways :func:`~llmviz.evidence.run_seeds` can run the seeds; ``"auto"`` picks one.
+STRATEGIES = ("auto", "fork", "spawn", "serial")
+
+
+def _accelerator_present() -> bool:
+    if torch.cuda.is_available() or torch.cuda.is_initialized():
+        return True
+    mps = getattr(torch.backends, "mps", None)
+    return mps is not None and mps.is_available()
+
+
+def _fork_is_native() -> bool:
+    return sys.platform.startswith("linux") and "fork" in mp.get_all_start_methods()
+
+
+def choose_strategy(n_seeds: int, processes: int | None = None, strategy: str = "auto") -> str:
+    """The strategy :func:`run_seeds` uses for ``n_seeds`` seeds: ``"fork"``, ``"spawn"`` or
+    ``"serial"`` (see the module's notes). ``"auto"`` decides by device and platform.
+
+    Raises:
+        ValueError: an unknown ``strategy``, or ``"fork"`` once CUDA is initialised here.
+    """
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy={strategy!r} is not one of {STRATEGIES}; leave it 'auto'")
+    if n_seeds < 2 or processes == 1:
+        return "serial"
+    if strategy == "fork":
+        if "fork" not in mp.get_all_start_methods():
+            raise ValueError("strategy='fork' is not available on this platform; use 'spawn' or 'serial'")
+        if torch.cuda.is_initialized():
+            raise ValueError(
+                "strategy='fork' after CUDA is initialised: forked workers cannot use CUDA; "
+                "use strategy='serial' (or 'auto'), or 'spawn' with a function from a module"
+            )
+        return "fork"
+    if strategy != "auto":
+        return strategy
+    return "fork" if _fork_is_native() and not _accelerator_present() else "serial"
+
+
+def _describe(fn: Any) -> str:
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    module = getattr(fn, "__module__", None)
+    return f"{module}.{name}" if module and module != "__main__" else name
+
+
+def check_sendable(fn: Any, where: str = "run_seeds") -> None:
+    """Raise a ``TypeError`` naming ``fn`` and the fix unless a spawned worker can receive it."""
+    reason = None
+    main = sys.modules.get("__main__")
+    if getattr(fn, "__module__", None) == "__main__" and not getattr(main, "__file__", None):
+        reason = "it is defined in a notebook cell or an interactive session, which a new process cannot import"
+    else:
+        try:
+            pickle.dumps(fn)
+        except Exception as err:  # pickle raises several types for the same problem
+            reason = f"pickling it fails ({type(err).__name__}: {err})"
+    if reason is not None:
+        name = _describe(fn)
+        short = name.split(".")[-1]
+        short = "the lambda as a def" if short == "<lambda>" else short
+        raise TypeError(
+            f"{where}(strategy='spawn') sends fn to new processes by pickling, but {name!r} "
+            f"cannot be sent: {reason}. Define {short} at the top level of a .py "
+            "module (next to the notebook, imported from it) and pass that function, or let "
+            "the seeds run in this process with strategy='serial' (what 'auto' does on a GPU)"
+        )
