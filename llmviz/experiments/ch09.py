@@ -20,6 +20,7 @@ import hashlib
 import inspect
 import json
 import math
+import os
 import tempfile
 from pathlib import Path
 
@@ -27,6 +28,7 @@ import torch
 
 from .. import runtime
 from ..evidence import Experiment
+from ..evidence.records import RECORDING_ENV
 from ..model import DecoderLM
 from ..model.config import ModelConfig
 from ..position.rope import RopeScaling
@@ -169,19 +171,26 @@ def _save(model, curve: list, scheme: str, seed: int, p: dict) -> None:
 def _trained(scheme: str, seed: int, p: dict) -> dict:
     """{"state", "curve"} of the (scheme, seed, size) run: from this machine's cache, or trained."""
     path = _cache_path(scheme, seed, p)
+    if os.environ.get(RECORDING_ENV):  # a record is being made: run the code, do not read a cache
+        model, curve = _pretrain(scheme, seed, p, None)
+        return {"state": model.state_dict(), "curve": curve}
     if not path.exists():
         model, curve = _pretrain(scheme, seed, p, None)
         _save(model, curve, scheme, seed, p)
     return torch.load(path, map_location=runtime.device())
 
 
+def _load(scheme: str, p: dict, state: dict, scaling: RopeScaling | None = None) -> DecoderLM:
+    model = DecoderLM(config_for(scheme, p, scaling)).to(runtime.device())
+    model.load_state_dict(state)
+    return model.eval()
+
+
 def trained_model(scheme: str, seed: int, p: dict, scaling: RopeScaling | None = None) -> DecoderLM:
     """The model :func:`race` trained for (scheme, seed, size ``p``), on :func:`llmviz.device`
     (read back from this machine's cache, trained if absent), with ``scaling`` on RoPE."""
     p = {k: v for k, v in p.items() if k not in ("ft_steps", "ft_batch")}
-    model = DecoderLM(config_for(scheme, p, scaling)).to(runtime.device())
-    model.load_state_dict(_trained(scheme, seed, p)["state"])
-    return model.eval()
+    return _load(scheme, p, _trained(scheme, seed, p)["state"], scaling)
 
 
 def _lengths_nll(model, p: dict) -> tuple[dict, torch.Tensor]:
@@ -206,8 +215,8 @@ def race(variant: str, seed: int, *, prefix: int | None = None, **p) -> dict:
     """
     if prefix is not None:
         return {"curve": _pretrain(variant, seed, p, prefix)[1]}
-    curve = _trained(variant, seed, p)["curve"]  # trained here, or by an earlier call
-    model = trained_model(variant, seed, p)
+    trained = _trained(variant, seed, p)  # trained here, or by an earlier call
+    curve, model = trained["curve"], _load(variant, p, trained["state"])
     tokens, T, ends = data()[1], p["seq_len"], _ends(p)
     nll, by_pos = _lengths_nll(model, p)
     mech = ends[: p["mech_windows"]]
@@ -216,7 +225,7 @@ def race(variant: str, seed: int, *, prefix: int | None = None, **p) -> dict:
            "by_position": by_pos.view(-1, T // 8).mean(1).tolist(),
            "attention": attention_probe(model, tokens, mech, FACTORS[-1] * T, T)}
     if variant == "RoPE":
-        pi = trained_model("RoPE", seed, p, stretch_scaling("PI", p))
+        pi = _load("RoPE", p, trained["state"], stretch_scaling("PI", p))
         out["score_ratio"] = {"plain": rope_score_ratios(model, tokens, mech, FACTORS[-1] * T, T),
                               "PI": rope_score_ratios(pi, tokens, mech, FACTORS[-1] * T, T)}
     if variant == "sinusoidal":
@@ -237,8 +246,9 @@ def stretch(variant: str, seed: int, *, prefix: int | None = None, **p) -> dict:
     if prefix is not None:
         return {"curve": _pretrain("RoPE", seed, p, prefix)[1]}
     race_p = {k: v for k, v in p.items() if k not in ("ft_steps", "ft_batch")}
-    model = trained_model("RoPE", seed, race_p, scaling)
-    out = {"curve": _trained("RoPE", seed, race_p)["curve"]}
+    trained = _trained("RoPE", seed, race_p)
+    model = _load("RoPE", race_p, trained["state"], scaling)
+    out = {"curve": trained["curve"]}
     out["nll"], by_pos = _lengths_nll(model, race_p)
     out["by_position"] = by_pos.view(-1, p["seq_len"] // 8).mean(1).tolist()
     if variant == "dynamic NTK":

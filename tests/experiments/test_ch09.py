@@ -114,3 +114,15 @@ def test_bad_input_names_the_fix():
         ch09.stretch_scaling("ntk", TINY)
     with pytest.raises(ValueError, match=r"prefix must be an int number of training steps in \[1, 20\]"):
         ch09.race("ALiBi", 0, prefix=25, **TINY)
+
+
+def test_recording_runs_the_code_instead_of_reading_the_cache(monkeypatch):
+    from llmviz.evidence.records import RECORDING_ENV
+
+    cached = ch09.race("NoPE", 2, **TINY)  # trains and caches
+    calls = []
+    real = ch09._pretrain
+    monkeypatch.setattr(ch09, "_pretrain", lambda *a: calls.append(a) or real(*a))
+    assert ch09.race("NoPE", 2, **TINY) == cached and not calls  # read from the cache
+    monkeypatch.setenv(RECORDING_ENV, "ch09_race long")
+    assert ch09.race("NoPE", 2, **TINY) == cached and len(calls) == 1  # trained again, same numbers

@@ -24,7 +24,7 @@ def _runs(table, jitter=0.01):
         f = 1 + jitter * (seed - 1)
         out[seed] = {v: {"nll": {f"{k}x": math.log(p * f) for k, p in zip(ch09.FACTORS, pp)},
                          "sliding": math.log(SLIDING[v] * f)} for v, pp in table.items()}
-    return Runs(out, parallel=False)
+    return Runs(out)
 
 
 def test_ppl_and_log_scale_estimates():
