@@ -132,7 +132,8 @@ def _pretrain(scheme: str, seed: int, p: dict, prefix: int | None) -> tuple[Deco
     cfg = TrainConfig(steps=p["steps"], lr=p["lr"], warmup=p["steps"] // 10, seed=seed,
                       batch_size=p["batch_size"], seq_len=p["seq_len"], eval_every=p["curve_every"])
     try:
-        train(model, data()[0], config=cfg, callbacks={"curve": point}, progress=False)
+        with torch.enable_grad():  # callers may compute without gradients (a chapter's no_grad)
+            train(model, data()[0], config=cfg, callbacks={"curve": point}, progress=False)
     except _Prefix:
         pass
     return model, curve
