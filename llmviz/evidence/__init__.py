@@ -51,6 +51,7 @@ from .stats import (
     paired_ratio,
     proportion,
     summarize,
+    summarize_log,
     t_quantile,
 )
 from .validity import (
@@ -66,6 +67,7 @@ from .verdict import CANNOT_DECIDE, FAILS, HOLDS, UNRESOLVED, VERDICTS, decide
 __all__ = [
     "Estimate",
     "summarize",
+    "summarize_log",
     "paired",
     "paired_ratio",
     "paired_bootstrap",

@@ -1,0 +1,164 @@
+"""Reading chapter 9's runs (live or recorded): perplexities, baselines, checks and claims.
+
+The same functions read the live ``cpu`` run and the ``long`` record, so the chapter can set the
+two side by side and say, computed, where their verdicts differ.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from ..evidence import (Check, Claim, beats_baseline, paired_ratio, positive_control, summarize,
+                        summarize_log)
+from ..training.evaluation import tail_targets
+from ..training.ngram import ByteNgram
+from . import ch09
+from ._ch09_probes import uniform_far_mass
+
+__all__ = ["ppl", "ppl_estimates", "ngram_ppl", "race_checks", "race_claims", "context_claims",
+           "mechanism_claims", "stretch_claims"]
+
+
+def ppl(runs, variant: str, key: str = "8x", field: str = "nll") -> torch.Tensor:
+    """Per-seed perplexity of ``variant``: ``exp`` of ``runs[seed][variant][field][key]`` (or of
+    ``[field]`` itself when ``key`` is None)."""
+    keys = (variant, field) if key is None else (variant, field, key)
+    return torch.tensor(runs.values(*keys), dtype=torch.float64).exp()
+
+
+def ppl_estimates(runs, variants, field: str = "nll") -> dict[str, dict[int, Any]]:
+    """``{variant: {factor: Estimate}}``: geometric mean of the seeds, interval on the log scale."""
+    return {v: {f: summarize_log(ppl(runs, v, f"{f}x", field)) for f in ch09.FACTORS}
+            for v in variants}
+
+
+def ngram_ppl(order: int, p: dict) -> float:
+    """Perplexity of a byte n-gram of ``order`` fitted on the training bytes, on the scored
+    targets of size ``p`` (the same targets at every length)."""
+    train, val = ch09.data()
+    targets = tail_targets(ch09._ends(p), p["seq_len"]).flatten()
+    return math.exp(float(ByteNgram(order).fit(train).nll(val, targets).mean()))
+
+
+def race_checks(runs, bigram: float) -> list[Check]:
+    """What makes a race able to decide: every model beats the byte bigram at T, and the
+    measurement sees a break where one is known (the learned table reads untrained rows past
+    T: its perplexity must grow by more than 10 % from T to 8T)."""
+    at_t = {v: ppl(runs, v, "1x").tolist() for v in ch09.SCHEMES}
+    learned = paired_ratio(ppl(runs, "learned", "8x"), ppl(runs, "learned", "1x"))
+    return [beats_baseline(at_t, bigram, name="every model beats the byte bigram at T"),
+            positive_control("the measurement sees a known break (learned table, 8T/T > 1.1)",
+                             learned.low > 1.1, f"learned 8T/T {learned.format('.2f')}")]
+
+
+def _growth(runs, v: str) -> torch.Tensor:
+    return ppl(runs, v, "8x") / ppl(runs, v, "1x")
+
+
+def race_claims(runs, size: Any, bigram: float, suffix: str = "") -> dict[str, Claim]:
+    """The race's claims, decided from ``runs`` (labelled with ``size``), each with the checks."""
+    checks, kw = race_checks(runs, bigram), dict(size=size)
+    others = [v for v in ch09.SCHEMES if v != "ALiBi"]
+    runner = min(others, key=lambda v: float(ppl(runs, v, "8x").log().mean()))
+    best_other = min(("ALiBi", "RoPE", "T5"), key=lambda v: float(_growth(runs, v).log().mean()))
+
+    def claim(key, text, est, threshold, direction, quantity, extra=()):
+        return Claim(text, est, threshold=threshold, direction=direction, quantity=quantity,
+                     id=f"ch09_{key}{suffix}", checks=[*checks, *extra], **kw)
+
+    return {
+        "rope": claim("rope_extrapolates", "RoPE extrapolates: its perplexity at 8T is within "
+                      "10% of its perplexity at T", paired_ratio(ppl(runs, "RoPE"),
+                      ppl(runs, "RoPE", "1x")), 1.1, "<", "RoPE perplexity at 8T / at T"),
+        "alibi_best": claim("alibi_best", "ALiBi has the lowest perplexity at 8T",
+                            paired_ratio(ppl(runs, runner), ppl(runs, "ALiBi")), 1.0, ">",
+                            f"perplexity at 8T of the next best ({runner}) / ALiBi's"),
+        "alibi_flat": claim("alibi_flat", "ALiBi's perplexity stays flat from T to 8T (within 5%)",
+                            paired_ratio(ppl(runs, "ALiBi"), ppl(runs, "ALiBi", "1x")), 1.05, "<",
+                            "ALiBi perplexity at 8T / at T"),
+        "t5": claim("t5_extrapolates", "T5's bias extrapolates: its perplexity at 8T is within "
+                    "10% of its perplexity at T", paired_ratio(ppl(runs, "T5"),
+                    ppl(runs, "T5", "1x")), 1.1, "<", "T5 perplexity at 8T / at T"),
+        "press": claim("press_order", "As in Press et al.'s Figure 1, sinusoidal degrades faster "
+                       "with length than rotary", paired_ratio(_growth(runs, "sinusoidal"),
+                       _growth(runs, "RoPE")), 1.0, ">",
+                       "(8T/T growth of sinusoidal) / (8T/T growth of RoPE)"),
+        "nope": claim("nope_best", "NoPE degrades less from T to 8T than RoPE, ALiBi and T5 "
+                      "(Kazemnejad et al.)", paired_ratio(_growth(runs, "NoPE"),
+                      _growth(runs, best_other)), 1.0, "<",
+                      f"(8T/T growth of NoPE) / (that of the flattest of the three, {best_other})"),
+    }
+
+
+def context_claims(runs, size: Any, bigram: float, suffix: str = "") -> dict[str, Claim]:
+    """Does a flat curve mean the model *uses* the longer input? Each scheme's perplexity at 8T
+    against the same targets read with exactly T tokens of context (a sliding window), with a
+    positive control: the same comparison sees the context a model uses within T (its tail at
+    1x, where a target has T/2 tokens of context on average, against the sliding window)."""
+    out = {}
+    for v in ("ALiBi", "T5", "NoPE"):
+        control = paired_ratio(ppl(runs, v, "1x"), ppl(runs, v, None, "sliding"))
+        checks = [race_checks(runs, bigram)[0], positive_control(
+            "the comparison sees context used within T (1x tail / sliding > 1)",
+            control.low > 1.0, f"{v}: {control.format('.3f')}")]
+        out[v] = Claim(f"{v} uses context beyond T: at 8T its perplexity is below reading "
+                       "each target with the last T tokens only",
+                       paired_ratio(ppl(runs, v), ppl(runs, v, None, "sliding")), threshold=1.0,
+                       direction="<", quantity=f"{v} perplexity at 8T / sliding window of T",
+                       id=f"ch09_uses_context_{v.lower()}{suffix}", checks=checks, size=size)
+    return out
+
+
+def mechanism_claims(runs, p: dict, size: Any, bigram: float) -> dict[str, Claim]:
+    """Attention past T against uniform attention's share, and Chen et al.'s score blow-up."""
+    T = p["seq_len"]
+    uniform = uniform_far_mass(ch09.FACTORS[-1] * T, T)
+    checks = race_checks(runs, bigram)[:1]
+    out = {v: Claim(f"{v}'s last layer puts more attention past T than uniform attention would",
+                    summarize(runs.values(v, "attention", "far_mass")), threshold=uniform,
+                    direction=">", quantity=f"{v}: share of last-layer attention at distance >= T "
+                    f"at 8T (uniform: {uniform:.3f})", id=f"ch09_far_mass_{v.lower()}",
+                    checks=checks, size=size, fmt=".3f") for v in ("RoPE", "ALiBi", "T5", "NoPE")}
+    worst = [max(r["RoPE"]["score_ratio"]["plain"]) for _, r in runs.items()]
+    out["scores"] = Claim("In the trained RoPE model, attention scores past T are far larger "
+                          "(over 1.5x) than any within T", summarize(worst), threshold=1.5,
+                          direction=">", quantity="largest mean |score| past T / within T, worst "
+                          "layer", id="ch09_score_blowup", checks=checks, size=size)
+    return out
+
+
+def stretch_claims(runs, size: Any, bigram: float, ft_last: int) -> dict[str, Claim]:
+    """Zero-shot and fine-tuned claims on the stretched RoPE model."""
+    checks = [beats_baseline(ppl(runs, "RoPE", "1x").tolist(), bigram,
+                             name="the RoPE model beats the byte bigram at T")]
+
+    def ft(v):  # perplexity at 8T after the last fine-tune step
+        return torch.tensor([r[v]["ft_nll"][-1] for _, r in runs.items()]).exp()
+
+    def claim(key, text, est, threshold, direction, quantity):
+        return Claim(text, est, threshold=threshold, direction=direction, quantity=quantity,
+                     id=f"ch09_{key}", checks=checks, size=size)
+
+    return {
+        "pi_zero": claim("pi_zero_shot", "Position interpolation without fine-tuning costs "
+                         "perplexity at the training length", paired_ratio(
+                             ppl(runs, "PI", "1x"), ppl(runs, "RoPE", "1x")), 1.0, ">",
+                         "PI / plain RoPE perplexity at T, no fine-tune"),
+        "pi_8x": claim("pi_zero_8x", "Zero-shot at 8T, PI beats plain RoPE", paired_ratio(
+            ppl(runs, "PI"), ppl(runs, "RoPE")), 1.0, "<", "PI / plain RoPE at 8T, no fine-tune"),
+        "yarn_pi": claim("yarn_beats_pi", "Zero-shot at 8T, YaRN beats PI", paired_ratio(
+            ppl(runs, "YaRN"), ppl(runs, "PI")), 1.0, "<", "YaRN / PI at 8T, no fine-tune"),
+        "yarn_temp": claim("yarn_temperature", "YaRN's attention temperature helps without "
+                           "fine-tuning at 8T", paired_ratio(ppl(runs, "YaRN"), ppl(
+                               runs, "YaRN, no temperature")), 1.0, "<",
+                           "YaRN / YaRN without temperature at 8T, no fine-tune"),
+        "pi_ft": claim("pi_finetune", "After the fine-tune, PI beats plain RoPE fine-tuned the "
+                       "same way at 8T", paired_ratio(ft("PI"), ft("RoPE")), 1.0, "<",
+                       f"PI / plain RoPE at 8T after {ft_last} steps"),
+        "yarn_ft": claim("yarn_finetune", "After the fine-tune, YaRN beats PI at 8T",
+                         paired_ratio(ft("YaRN"), ft("PI")), 1.0, "<",
+                         f"YaRN / PI at 8T after {ft_last} steps"),
+    }
