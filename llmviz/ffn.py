@@ -33,6 +33,7 @@ from ._checks import (
     check_positive_int,
     check_tensor,
 )
+from ._registry import Registry
 
 __all__ = [
     "relu",
@@ -52,6 +53,7 @@ __all__ = [
     "glu_hidden_size",
     "make_ffn",
     "FFN_KINDS",
+    "FFNS",
     "output_rms",
     "match_output_rms_",
 ]
@@ -310,8 +312,24 @@ def glu_hidden_size(
     return multiple_of * ((hidden + multiple_of - 1) // multiple_of)
 
 
-#: The registry of feed-forward kinds: names accepted by :func:`make_ffn` -> default activation.
-FFN_KINDS = {"mlp": "gelu", "swiglu": "silu", "geglu": "gelu", "reglu": "relu"}
+def _ffn_params(gated: bool) -> Callable[..., int]:
+    """Closed form of a feed-forward's parameters: 2CF (+F+C) or 3CF (+2F+C) with biases."""
+    def params(d_model: int, d_ff: int, *, bias: bool | None = None, **_: object) -> int:
+        bias = (not gated) if bias is None else bias
+        return (3 if gated else 2) * d_model * d_ff + ((2 if gated else 1) * d_ff + d_model if bias else 0)
+    return params
+
+
+#: The registry of feed-forward kinds: ``build(d_model, d_ff, activation=, bias=, dropout=)``,
+#: ``params(d_model, d_ff, bias=)``, and the kind's default ``activation`` (in ``info``).
+FFNS = Registry("ffn kind")
+FFNS.register("mlp", build=lambda C, F, *, bias=None, **kw: MLP(C, F, bias=True if bias is None else bias, **kw),
+              params=_ffn_params(False), summary="two matrices (GPT-2)", activation="gelu")
+for _name, _act in (("swiglu", "silu"), ("geglu", "gelu"), ("reglu", "relu")):
+    FFNS.register(_name, build=lambda C, F, *, bias=None, **kw: GatedMLP(C, F, bias=bool(bias), **kw),
+                  params=_ffn_params(True), summary=f"gated, {_act}", activation=_act)
+#: Names accepted by :func:`make_ffn` -> default activation (read from :data:`FFNS`).
+FFN_KINDS = {name: kind.info["activation"] for name, kind in FFNS.items()}
 
 
 def make_ffn(
@@ -321,19 +339,17 @@ def make_ffn(
     """Build a feed-forward block by name.
 
     Args:
-        kind: ``"mlp"`` (GELU by default, bias by default), or a gated kind ``"swiglu"``,
-            ``"geglu"``, ``"reglu"`` (no bias by default).
+        kind: one of :data:`FFNS`: ``"mlp"`` (GELU by default, bias by default), or a gated
+            kind ``"swiglu"``, ``"geglu"``, ``"reglu"`` (no bias by default).
         d_model, d_ff: widths.
         activation: override the kind's activation (e.g. ``"gelu_tanh"`` for Gemma's GeGLU,
             ``"relu2"`` for a Primer MLP).
         bias: override the kind's bias default.
         dropout: output dropout.
     """
-    check_choice(kind, "ffn kind", tuple(FFN_KINDS))
-    act = activation if activation is not None else FFN_KINDS[kind]
-    if kind == "mlp":
-        return MLP(d_model, d_ff, activation=act, bias=True if bias is None else bias, dropout=dropout)
-    return GatedMLP(d_model, d_ff, activation=act, bias=False if bias is None else bias, dropout=dropout)
+    entry = FFNS.kind(kind)
+    act = activation if activation is not None else entry.info["activation"]
+    return entry.build(d_model, d_ff, activation=act, bias=bias, dropout=dropout)
 
 
 # ----------------------------------------------------------------------------- init scale

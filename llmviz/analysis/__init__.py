@@ -1,8 +1,8 @@
 """Analysis of a model or config: parameters, FLOPs, KV-cache bytes, depth profiles, sweeps.
 
-* :mod:`.parameters`: parameter counts by component, FLOPs per token, KV-cache bytes,
-  width matching for depth-vs-width comparisons, and the verbatim-match check used to test
-  memorisation.
+* :mod:`.parameters`: parameter counts by component, FLOPs per token, KV-cache bytes.
+* :mod:`.sizing`: :func:`match_width`, width matching for depth-vs-width comparisons.
+* :mod:`.memorisation`: :func:`longest_verbatim_match`, the verbatim-match check.
 * :mod:`.kv_frontier`: cache numbers per token and layer for every attention design (MHA, GQA,
   MQA, latent, sliding, linear hybrids).
 * :mod:`.profiles`: per-layer gradient norm and residual-stream RMS (:func:`depth_profiles`).
@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-from . import kv_frontier, parameters, profiles, sweeps
+from . import kv_frontier, memorisation, parameters, profiles, sizing, sweeps
 from .kv_frontier import DESIGNS, design_cache_bytes, layer_cache_elements
 from .parameters import (
     count_parameters,
@@ -23,9 +23,9 @@ from .parameters import (
     kv_cache_bytes,
     kv_cache_bytes_for,
     layer_params,
-    longest_verbatim_match,
-    match_width,
 )
+from .memorisation import longest_verbatim_match
+from .sizing import match_width
 from .profiles import depth_profiles, stability_stats
 from .sweeps import divergence_grid, unigram_loss, worst_spike
 
@@ -33,6 +33,7 @@ __all__ = [
     "DESIGNS", "design_cache_bytes", "kv_frontier", "layer_cache_elements",
     "count_parameters", "flops_per_token", "gpt2_layer_params", "kv_cache_bytes",
     "kv_cache_bytes_for", "layer_params", "longest_verbatim_match", "match_width", "parameters",
+    "memorisation", "sizing",
     "depth_profiles", "divergence_grid", "profiles", "sweeps", "worst_spike", "unigram_loss",
     "stability_stats",
 ]

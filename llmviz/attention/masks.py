@@ -17,6 +17,10 @@ Two padding conventions exist in the wild and are easy to mix up:
 * PyTorch ``nn.MultiheadAttention``'s ``key_padding_mask``: bool ``(B, S)``, **True = padding**
   (ignore). Convert with :func:`key_padding_to_mask`.
 
+Masks as composable objects (``Causal() & Padding(m)``, ``SlidingWindow(w) | Sinks(4)``,
+Llama 4's ``Chunked(c)``) and the per-layer mask kinds a model uses are in
+:mod:`llmviz.attention.mask_kinds`.
+
 Sparse patterns: sliding window (Longformer, Beltagy et al. 2020; Mistral 7B, Jiang et al.
 2023), dilated windows (Longformer), strided (Sparse Transformer, Child et al. 2019) and
 global + local (Longformer / BigBird, Zaheer et al. 2020).
@@ -205,23 +209,35 @@ def global_local_mask(
     T: int,
     S: int | None = None,
     *,
-    window: int,
+    window: int | None = None,
     global_tokens: int | Sequence[int] = 1,
     causal: bool = True,
     device=None,
+    local=None,
 ) -> torch.Tensor:
-    """Local sliding window plus global tokens (Longformer, BigBird).
+    """A local mask plus global tokens (Longformer, BigBird).
 
     Global tokens attend to every key and every query attends to them (subject to
     causality when ``causal=True``).
 
     Args:
-        window: local window size, as in :func:`sliding_window_mask`.
+        window: local sliding-window size, as in :func:`sliding_window_mask`.
         global_tokens: an int ``n`` (the first ``n`` positions are global) or a sequence of
             absolute positions.
+        local: instead of ``window``, any local mask called as ``local(T, S, device=...)``,
+            e.g. :class:`llmviz.attention.mask_kinds.Chunked` (Llama 4's chunks).
     """
     S_ = T if S is None else S
-    local = sliding_window_mask(T, S, window=window, causal=causal, device=device)
+    if (window is None) == (local is None):
+        raise ValueError("global_local_mask needs exactly one local part: window=... (a sliding "
+                         f"window) or local=... (a mask such as Chunked(8)); got window={window!r}, "
+                         f"local={local!r}")
+    if local is None:
+        local = sliding_window_mask(T, S, window=window, causal=causal, device=device)
+    elif callable(local):
+        local = local(T, S_, device=device)
+    else:
+        raise TypeError(f"local must be a mask callable as local(T, S, device=...), got {type(local).__name__}")
     if isinstance(global_tokens, int) and not isinstance(global_tokens, bool):
         if not 0 <= global_tokens <= S_:
             raise ValueError(f"global_tokens ({global_tokens}) must be in [0, S={S_}]")

@@ -4,11 +4,12 @@ Shape letters: B batch, T query length, S key length, H query heads, G key/value
 (``H % G == 0``), D head dim, C model dim.
 
 The pure functions (:func:`scaled_dot_product_attention`, :func:`attention_weights`,
-:func:`repeat_kv`) live in :mod:`llmviz.sdpa` and are re-exported here; their conventions
+:func:`repeat_kv`) live in :mod:`llmviz.attention.functional` and are re-exported here; their conventions
 (True = may attend, contiguous GQA groups, zero output for fully masked rows, soft-capping)
 are documented there. :class:`MultiHeadAttention` holds the projections (Hugging Face names
 ``q_proj``, ``k_proj``, ``v_proj``, ``o_proj``) and adds the causal / sliding-window mask,
-RoPE, ALiBi, QK-norm and the KV cache. :func:`gqa_from_mha` converts a trained MHA layer to
+RoPE, ALiBi, QK-norm and the KV cache. Its structural mask is one
+:class:`~llmviz.attention.mask_kinds.Mask` object (causal, sliding, chunked, composed). :func:`gqa_from_mha` converts a trained MHA layer to
 GQA by mean-pooling kv heads (Ainslie et al. 2023).
 """
 
@@ -25,14 +26,15 @@ from .._checks import (
     check_positive,
     check_positive_int,
 )
-from ..norm import MODEL_NORMS, make_norm
+from ..norm import MODEL_NORMS, NormSpec
 from ._checks import check_mask
 from .functional import (
     attention_weights,
     repeat_kv,
     scaled_dot_product_attention,
 )
-from .masks import combine_masks, sliding_window_mask
+from .mask_kinds import Causal, Full, Mask, SlidingWindow
+from .masks import combine_masks
 
 __all__ = [
     "repeat_kv",
@@ -62,8 +64,10 @@ class MultiHeadAttention(nn.Module):
         rope: a rotary module called as ``rope(q, k, positions) -> (q, k)`` (e.g.
             ``llmviz.position.rotary.RotaryEmbedding``), or None.
         alibi: add ALiBi biases (Press et al. 2022) built by ``llmviz.position.alibi``.
-        qk_norm: None, ``"rms"``, ``"layer"`` or ``"rms_gemma"``: norm of q and k (``q_norm``,
-            ``k_norm``) before RoPE, as in OLMo 2 / Qwen 3 / Gemma 3.
+        qk_norm: None or a per-token norm kind of :data:`llmviz.norm.MODEL_NORMS` (the
+            registry :data:`llmviz.norm.NORMS`): norm of q and k (``q_norm``, ``k_norm``)
+            before RoPE, as in OLMo 2 / Qwen 3 / Gemma 3; or a :class:`llmviz.norm.NormSpec`
+            (kind, eps and options in one object).
         qk_norm_eps: its epsilon.
         qk_norm_scope: ``"head"``: one norm over D shared by every head (Qwen 3, Gemma 3);
             ``"all"``: one norm over the whole projection, H*D for q and G*D for k (OLMo 2).
@@ -71,7 +75,11 @@ class MultiHeadAttention(nn.Module):
         softcap: Gemma 2 attention-logit soft-cap.
         scale: multiplies ``q @ k^T``; default ``1 / sqrt(head_dim)``. Gemma 2 uses
             ``query_pre_attn_scalar ** -0.5`` (27B: 144 ** -0.5 with head_dim 128).
-        sliding_window: each query sees this many most recent keys (Mistral).
+        sliding_window: each query sees this many most recent keys (Mistral); the same as
+            ``layer_mask=SlidingWindow(sliding_window)``.
+        layer_mask: the layer's structural mask as a :class:`llmviz.attention.mask_kinds.Mask`
+            (``Causal()``, ``SlidingWindow(w)``, ``Chunked(c)`` for Llama 4, compositions with
+            ``&``/``|``); default from ``causal`` and ``sliding_window``.
         dropout: dropout on attention weights in training mode.
         causal: apply the causal mask.
         sinks: a learned sink logit per head (gpt-oss, parameter ``sinks``, shape ``(H,)``):
@@ -82,7 +90,7 @@ class MultiHeadAttention(nn.Module):
 
     ``forward(x, *, mask, score_bias, positions, cache, layer_idx, return_weights)``: x
     ``(B, T, C)``; mask bool broadcastable to ``(B, H, T, S)`` (True = may attend), e.g. from
-    :func:`llmviz.masks.padding_mask`; score_bias float broadcastable to ``(B, H, T, S)``, added
+    :func:`llmviz.attention.masks.padding_mask`; score_bias float broadcastable to ``(B, H, T, S)``, added
     to the scores (ALiBi, a T5 relative bias; the constructor's ``bias`` is the projections');
     positions ``(T,)`` or ``(B, T)``, default
     ``cache offset + arange(T)``. Returns ``(B, T, C)`` or ``(out, weights (B, H, T, S))``.
@@ -109,6 +117,7 @@ class MultiHeadAttention(nn.Module):
         causal: bool = True,
         sinks: bool = False,
         output_gate: bool = False,
+        layer_mask: Mask | None = None,
     ) -> None:
         super().__init__()
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
@@ -127,6 +136,10 @@ class MultiHeadAttention(nn.Module):
             head_dim = d_model // n_heads
         else:
             check_positive_int(head_dim, "head_dim")
+        if isinstance(qk_norm, NormSpec):  # a spec carries its own eps and options
+            qk_spec, qk_norm = qk_norm, qk_norm.kind
+        else:
+            qk_spec = None if qk_norm is None else NormSpec(qk_norm, qk_norm_eps)
         check_choice(qk_norm, "qk_norm", QK_NORMS)
         check_choice(qk_norm_scope, "qk_norm_scope", QK_NORM_SCOPES)
         if rope is not None and alibi:
@@ -139,6 +152,11 @@ class MultiHeadAttention(nn.Module):
             check_positive(scale, "scale")
         if sliding_window is not None:
             check_positive_int(sliding_window, "sliding_window")
+        if layer_mask is not None and not isinstance(layer_mask, Mask):
+            raise TypeError(f"layer_mask must be a llmviz.attention.mask_kinds.Mask (e.g. Chunked(8)), "
+                            f"got {type(layer_mask).__name__}")
+        if layer_mask is not None and sliding_window is not None:
+            raise ValueError("give the window either as sliding_window or inside layer_mask, not both")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
         self.d_model, self.n_heads, self.n_kv_heads, self.head_dim = d_model, n_heads, n_kv_heads, head_dim
@@ -155,8 +173,7 @@ class MultiHeadAttention(nn.Module):
         else:  # "head": one norm over D for every head (Qwen 3); "all": over H*D (OLMo 2)
             q_width, k_width = (head_dim, head_dim) if qk_norm_scope == "head" else (
                 n_heads * head_dim, n_kv_heads * head_dim)
-            self.q_norm = make_norm(qk_norm, q_width, eps=qk_norm_eps)
-            self.k_norm = make_norm(qk_norm, k_width, eps=qk_norm_eps)
+            self.q_norm, self.k_norm = qk_spec.build(q_width), qk_spec.build(k_width)
         self.qk_norm_scope = qk_norm_scope
         self.rope = rope
         self.alibi = alibi
@@ -168,10 +185,18 @@ class MultiHeadAttention(nn.Module):
             self.register_buffer("alibi_slopes", alibi_slopes(n_heads), persistent=False)
         self.softcap = softcap
         self.scale = None if scale is None else float(scale)
-        self.qk_norm = qk_norm
-        self.sliding_window = sliding_window
+        self.qk_norm, self.qk_norm_spec = qk_norm, qk_spec
+        if layer_mask is None:
+            layer_mask = (SlidingWindow(sliding_window, causal) if sliding_window is not None
+                          else Causal() if causal else Full())
+        self.layer_mask = layer_mask
         self.dropout = dropout
         self.causal = causal
+
+    @property
+    def sliding_window(self) -> int | None:
+        """The window of a plain sliding-window layer, else None (read :attr:`layer_mask`)."""
+        return self.layer_mask.window if isinstance(self.layer_mask, SlidingWindow) else None
 
     @property
     def n_rep(self) -> int:
@@ -220,13 +245,9 @@ class MultiHeadAttention(nn.Module):
         S = k.shape[2]
         # The structure in its cheapest form (see llmviz.attention.functional): a window that
         # covers all S keys is no window; plain causal goes as is_causal (no (T, S) tensor).
-        structural, is_causal = None, False
-        if self.sliding_window is not None and self.sliding_window < S:
-            structural = sliding_window_mask(
-                T, S, window=self.sliding_window, causal=self.causal, device=x.device
-            )
-        elif self.causal:
-            is_causal = True
+        layout = self.layer_mask.simplify(S)
+        is_causal = isinstance(layout, Causal)
+        structural = None if is_causal or isinstance(layout, Full) else layout(T, S, device=x.device)
         if mask is not None:
             check_mask(mask, (B, H, T, S))
         mask = combine_masks(structural, mask)
@@ -265,9 +286,9 @@ def gqa_from_mha(mha: MultiHeadAttention, n_kv_heads: int) -> MultiHeadAttention
     has_bias = mha.q_proj.bias is not None
     gqa = MultiHeadAttention(
         mha.d_model, mha.n_heads, n_kv_heads=n_kv_heads, head_dim=mha.head_dim, bias=has_bias,
-        rope=mha.rope, softcap=mha.softcap, sliding_window=mha.sliding_window,
+        rope=mha.rope, softcap=mha.softcap, layer_mask=mha.layer_mask,
         dropout=mha.dropout, causal=mha.causal,
-        qk_norm=mha.qk_norm, scale=mha.scale,
+        qk_norm=mha.qk_norm_spec, qk_norm_scope=mha.qk_norm_scope, scale=mha.scale,
     ).to(device=mha.q_proj.weight.device, dtype=mha.q_proj.weight.dtype)
     gqa.q_proj.load_state_dict(mha.q_proj.state_dict())
     gqa.o_proj.load_state_dict(mha.o_proj.state_dict())

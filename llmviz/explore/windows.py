@@ -7,8 +7,9 @@
 * :func:`reach_span`: how far back the last query can see after each layer, in closed form (no
   matrices), for real configurations with windows of thousands of tokens.
 * :func:`cache_bytes`: the key/value cache a layer pattern holds at a context length.
-* :func:`windows_explorer`: window, global-every and sink tokens -> which keys the last query
-  reaches layer by layer, and cache bytes against context length.
+* :func:`windows_explorer`: window, global-every, sink tokens and the local mask kind (sliding,
+  or Llama 4's chunks) -> which keys the last query reaches layer by layer, and cache bytes
+  against context length.
 """
 
 from __future__ import annotations
@@ -21,11 +22,17 @@ import plotly.graph_objects as go
 import torch
 
 from .._checks import check_positive_int
+from ..attention.mask_kinds import MASK_KINDS
+from ..attention.mask_kinds import layer_mask as mask_of_kind
 from ..attention.masks import causal_mask, global_local_mask
 from ..plots import PALETTE
 from ._core import Control, Explorer, Frame
 
+#: The local mask kinds a window can mean (read from :data:`llmviz.attention.mask_kinds.MASK_KINDS`).
+LOCAL_KINDS = MASK_KINDS.names(local=True)
+
 __all__ = [
+    "LOCAL_KINDS",
     "layer_pattern",
     "layer_mask",
     "stack_reach",
@@ -61,23 +68,26 @@ def layer_pattern(n_layers: int, window: int | None, global_every: int = 0) -> t
                  for i in range(n_layers))
 
 
-def layer_mask(T: int, window: int | None, sink_tokens: int = 0) -> torch.Tensor:
+def layer_mask(T: int, window: int | None, sink_tokens: int = 0, *, local: str = "sliding") -> torch.Tensor:
     """``(T, T)`` bool self-attention mask of one layer: causal if ``window`` is None, else the
-    sliding window with the first ``sink_tokens`` keys always visible."""
+    ``local`` mask kind (one of :data:`LOCAL_KINDS`: a sliding window, or Llama 4's chunks of
+    ``window``) with the first ``sink_tokens`` keys always visible."""
     check_positive_int(T, "T")
     check_positive_int(sink_tokens, "sink_tokens", allow_zero=True)
     if window is None:
         return causal_mask(T)
-    return global_local_mask(T, window=window, global_tokens=min(sink_tokens, T))
+    return global_local_mask(T, local=mask_of_kind(local, window), global_tokens=min(sink_tokens, T))
 
 
-def stack_reach(windows: Sequence[int | None], T: int, *, sink_tokens: int = 0) -> torch.Tensor:
+def stack_reach(windows: Sequence[int | None], T: int, *, sink_tokens: int = 0,
+                local: str = "sliding") -> torch.Tensor:
     """Receptive field after each layer of a stack with per-layer masks.
 
     Args:
         windows: the window of each layer (None = global), bottom layer first.
         T: sequence length.
         sink_tokens: first keys every local layer keeps visible (StreamingLLM's sinks).
+        local: what a window means, one of :data:`LOCAL_KINDS` (``"chunked"``: Llama 4).
 
     Returns:
         ``(L, T, T)`` bool: ``out[l, i, j]`` is True when key ``j`` can influence query ``i``
@@ -89,7 +99,7 @@ def stack_reach(windows: Sequence[int | None], T: int, *, sink_tokens: int = 0) 
     reach = torch.eye(T)
     out = []
     for w in windows:
-        m = layer_mask(T, w, sink_tokens).float()
+        m = layer_mask(T, w, sink_tokens, local=local).float()
         reach = ((m @ reach) > 0).float()  # (T, T): one more hop through this layer
         out.append(reach > 0)
     return torch.stack(out)
@@ -98,7 +108,8 @@ def stack_reach(windows: Sequence[int | None], T: int, *, sink_tokens: int = 0) 
 def reach_span(windows: Sequence[int | None]) -> list[float]:
     """How many positions back the newest query can see after each layer (``math.inf`` once a
     global layer is passed). Each local layer with window ``w`` adds ``w - 1`` positions; sink
-    tokens are left out (they add the first few positions, not a span)."""
+    tokens are left out (they add the first few positions, not a span). Sliding windows only: a
+    chunk's reach depends on where the query sits in it (use :func:`stack_reach`)."""
     windows = _check_windows(windows)
     span, out = 0.0, []
     for w in windows:
@@ -112,7 +123,7 @@ def cache_bytes(windows: Sequence[int | None], context: int, *, n_kv_heads: int,
     """Bytes of keys and values a decoder holds at ``context`` tokens (one sequence).
 
     A global layer keeps every token; a local layer keeps ``min(context, window + sink_tokens)``
-    (a rolling window plus its sinks)."""
+    (a rolling window plus its sinks; a chunked layer at most one chunk, the same bound)."""
     windows = _check_windows(windows)
     check_positive_int(context, "context")
     check_positive_int(n_kv_heads, "n_kv_heads")
@@ -129,19 +140,21 @@ _G, _D = 8, 128  # key/value heads and head size of the cache panel (bf16)
 _CONTEXTS = np.unique(np.geomspace(1024, 131072, 29).astype(int))
 
 
-def windows_frame(window: int = 16, global_every: int = 6, sink_tokens: int = 0) -> Frame:
+def windows_frame(window: int = 16, global_every: int = 6, sink_tokens: int = 0,
+                  local: str = "sliding") -> Frame:
     """Left: for the last of 128 positions, which keys it sees directly (dark) and through the
     layers below (light), layer by layer; right: cache GiB against context length."""
     windows = layer_pattern(_L, window, global_every)
-    reach = stack_reach(windows, _T, sink_tokens=sink_tokens)[:, -1].float()  # (L, T)
-    direct = torch.stack([layer_mask(_T, w, sink_tokens)[-1] for w in windows]).float()
+    reach = stack_reach(windows, _T, sink_tokens=sink_tokens, local=local)[:, -1].float()  # (L, T)
+    direct = torch.stack([layer_mask(_T, w, sink_tokens, local=local)[-1] for w in windows]).float()
     z = (reach + direct).numpy().astype(np.float32)  # 2 direct, 1 through the stack, 0 not
     gib = np.array([cache_bytes(windows, int(c), n_kv_heads=_G, head_dim=_D,
                                 sink_tokens=sink_tokens) for c in _CONTEXTS]) / 2**30
     full = np.array([cache_bytes((None,) * _L, int(c), n_kv_heads=_G, head_dim=_D)
                      for c in _CONTEXTS]) / 2**30
     seen = int(reach[-1].sum())
-    labels = [f"{i}: {'global' if w is None else f'w={w}'}" for i, w in enumerate(windows)]
+    size = "c" if local == "chunked" else "w"
+    labels = [f"{i}: {'global' if w is None else f'{size}={w}'}" for i, w in enumerate(windows)]
     traces = [
         go.Heatmap(z=z, y=labels, x0=0, dx=1, zmin=0, zmax=2, showscale=False,
                    colorscale=[[0, "#f4f4f4"], [0.5, PALETTE[5]], [1, PALETTE[0]]],
@@ -152,21 +165,23 @@ def windows_frame(window: int = 16, global_every: int = 6, sink_tokens: int = 0)
                    line={"color": PALETTE[3], "dash": "dot"}, xaxis="x2", yaxis="y2"),
     ]
     n_global = sum(w is None for w in windows)
-    title = (f"{n_global} global of {_L} layers, window {window}, {sink_tokens} sinks: the last "
+    what = "chunk" if local == "chunked" else "window"
+    title = (f"{n_global} global of {_L} layers, {what} {window}, {sink_tokens} sinks: the last "
              f"query reaches {seen} of {_T} positions; cache at 128k: {gib[-1]:.1f} GiB "
              f"({gib[-1] / full[-1]:.0%} of all-global)")
     return Frame(traces=traces, layout={"title.text": title})
 
 
 def windows_explorer() -> Explorer:
-    """Window (8-64), every k-th layer global (none, 1:1, 3:1, 5:1, all) and 0 or 4 sink tokens
-    over a 12-layer stack; the cache panel uses 8 key/value heads of 128 in bf16."""
+    """Window (8-64), every k-th layer global (none, 1:1, 3:1, 5:1, all), 0 or 4 sink tokens and
+    the local mask kind (sliding or chunked, from the registry) over a 12-layer stack; the cache panel uses 8 key/value heads of 128 in bf16."""
     return Explorer(
         windows_frame,
         [
             Control("window", (8, 16, 32, 64), default=16, label="window"),
             Control("global_every", (0, 6, 4, 2, 1), default=6, label="every k-th layer global (0: none)"),
             Control("sink_tokens", (0, 4), default=0, label="sink tokens"),
+            Control("local", LOCAL_KINDS, default="sliding", label="local mask"),
         ],
         title="Windows, global layers and sinks",
         layout={

@@ -35,17 +35,19 @@ from .._checks import check_choice
 from ..attention.deltanet import GatedDeltaNet
 from ..attention.module import MultiHeadAttention
 from ..ffn import FFN_KINDS, make_ffn
-from ..norm import MODEL_NORMS, make_norm
+from ..norm import MODEL_NORMS, NormSpec
 
-if TYPE_CHECKING:  # config imports PLACEMENTS from here
+from .builder import block_modules, block_options, moe_kwargs
+from .kinds import MIXER_KINDS, PLACEMENTS, mla_kwargs
+from .parts import BlockModules, block_norms
+
+if TYPE_CHECKING:
     from .config import ModelConfig
 
-__all__ = ["TransformerBlock", "PLACEMENTS", "MIXERS"]
+__all__ = ["TransformerBlock", "BlockModules", "block_norms", "PLACEMENTS", "MIXERS"]
 
-#: The registry of norm placements a block implements (the table in the module docstring).
-PLACEMENTS = ("pre", "post", "sandwich", "deepnorm", "post_sublayer")
-#: Token mixers a block can hold: softmax attention or a Gated DeltaNet (linear attention).
-MIXERS = ("attention", "linear")
+#: Token mixers a block can hold (the names of :data:`llmviz.model.kinds.MIXER_KINDS`).
+MIXERS = tuple(MIXER_KINDS)
 
 
 class TransformerBlock(nn.Module):
@@ -57,9 +59,10 @@ class TransformerBlock(nn.Module):
         n_kv_heads: G (default H).
         head_dim: D (default C // H).
         d_ff: feed-forward hidden width.
-        norm: norm kind for :func:`llmviz.norms.make_norm`.
+        norm: norm kind, one of :data:`llmviz.norm.MODEL_NORMS` (built by
+            :func:`llmviz.norm.make_norm`).
         norm_eps: its epsilon.
-        placement: ``"pre"``, ``"post"``, ``"sandwich"`` or ``"deepnorm"``.
+        placement: one of :data:`PLACEMENTS` (the table in the module docstring).
         parallel: attention and feed-forward read the same (normed) input and are summed.
         ffn: feed-forward kind for :func:`llmviz.ffn.make_ffn`.
         activation: its activation (None = the kind's default).
@@ -68,7 +71,7 @@ class TransformerBlock(nn.Module):
         o_bias: bias of ``o_proj`` alone (default ``attn_bias``).
         rope: a rotary module shared by the layers, or None.
         alibi: add ALiBi biases inside attention.
-        qk_norm: None, ``"rms"``, ``"layer"`` or ``"rms_gemma"``.
+        qk_norm: None or one of :data:`llmviz.norm.MODEL_NORMS`.
         qk_norm_eps, qk_norm_scope: its epsilon, and ``"head"`` or ``"all"`` (see the attention).
         attn_softcap: Gemma 2 attention-score soft-cap.
         attn_scale: attention score scale (default ``1 / sqrt(head_dim)``).
@@ -94,16 +97,20 @@ class TransformerBlock(nn.Module):
     ``mlp`` (``gate_proj``, ``up_proj``, ``down_proj``); norms are ``attn_norm`` and
     ``ffn_norm`` (the pre- or post-norm of each sublayer; parallel blocks only have
     ``attn_norm``), plus ``post_attn_norm`` and ``post_ffn_norm`` for the sandwich.
+
+    Two ways to make one: :meth:`from_modules` (or ``modules=``) with built modules, which is
+    how :meth:`from_config` makes a model's blocks (:func:`llmviz.model.builder.block_modules`); or the
+    keyword arguments above, kept for existing callers (they build the same modules).
     """
 
     def __init__(
         self,
-        d_model: int,
-        n_heads: int,
+        d_model: int | None = None,
+        n_heads: int | None = None,
         *,
         n_kv_heads: int | None = None,
         head_dim: int | None = None,
-        d_ff: int,
+        d_ff: int | None = None,
         norm: str = "rms",
         norm_eps: float = 1e-5,
         placement: str = "pre",
@@ -132,26 +139,26 @@ class TransformerBlock(nn.Module):
         linear_conv_kernel: int = 4,
         moe: dict | None = None,
         mla: dict | None = None,
+        modules: BlockModules | None = None,
     ) -> None:
         super().__init__()
-        check_choice(placement, "placement", PLACEMENTS)
+        if modules is not None:  # the builder's path: modules made from a config
+            self._assemble(modules, placement, parallel, dropout, deepnorm_alpha)
+            return
+        if d_model is None or n_heads is None or d_ff is None:
+            raise TypeError("TransformerBlock needs d_model, n_heads and d_ff (or modules=, "
+                            "see TransformerBlock.from_config)")
         check_choice(mixer, "mixer", MIXERS)
         check_choice(norm, "norm", MODEL_NORMS)
         check_choice(ffn, "ffn", tuple(FFN_KINDS))
-        if placement in ("deepnorm", "post_sublayer") and parallel:
-            raise ValueError(
-                f"placement={placement!r} is defined for serial blocks only; use parallel=False"
-            )
-        self.placement, self.parallel = placement, parallel
-        self.alpha = float(deepnorm_alpha) if placement == "deepnorm" else 1.0
-        self.mixer = mixer
-        self.self_attn = self.linear_attn = None
+        # the keyword form, kept for existing callers: the same modules, made here
+        attn = lin = None
         if mixer == "attention" and mla is not None:
             from ..attention.latent import MultiHeadLatentAttention
 
-            self.self_attn = MultiHeadLatentAttention(d_model, n_heads, **mla)
+            attn = MultiHeadLatentAttention(d_model, n_heads, **mla)
         elif mixer == "attention":
-            self.self_attn = MultiHeadAttention(
+            attn = MultiHeadAttention(
                 d_model, n_heads, n_kv_heads=n_kv_heads, head_dim=head_dim,
                 bias=bias if attn_bias is None else attn_bias, rope=rope, alibi=alibi,
                 o_bias=o_bias, qk_norm=qk_norm, qk_norm_eps=qk_norm_eps,
@@ -162,70 +169,65 @@ class TransformerBlock(nn.Module):
         else:
             heads = n_heads if linear_heads is None else linear_heads
             width = (head_dim or d_model // n_heads) if linear_head_dim is None else linear_head_dim
-            self.linear_attn = GatedDeltaNet(
-                d_model, heads, width, n_k_heads=linear_key_heads, conv_kernel=linear_conv_kernel,
-                eps=norm_eps,
-            )
-        self.moe_info = None
-        self._moe, self.latent = moe is not None, mla is not None and mixer == "attention"
+            lin = GatedDeltaNet(d_model, heads, width, n_k_heads=linear_key_heads,
+                                conv_kernel=linear_conv_kernel, eps=norm_eps)
         if moe is not None:
             from ..moe import MoELayer
 
-            self.mlp = MoELayer(d_model, **moe)
+            mlp = MoELayer(d_model, **moe)
         else:
-            self.mlp = make_ffn(ffn, d_model, d_ff, activation=activation, bias=bias)
-        self.attn_norm = make_norm(norm, d_model, eps=norm_eps)
-        self.ffn_norm = None if parallel else make_norm(norm, d_model, eps=norm_eps)
-        if placement == "sandwich":
-            self.post_attn_norm = make_norm(norm, d_model, eps=norm_eps)
-            self.post_ffn_norm = make_norm(norm, d_model, eps=norm_eps)
-        else:
-            self.post_attn_norm = self.post_ffn_norm = None
+            mlp = make_ffn(ffn, d_model, d_ff, activation=activation, bias=bias)
+        spec = NormSpec(norm, norm_eps)
+        self._assemble(block_norms(spec, d_model, placement, parallel, mixer=attn or lin, mlp=mlp,
+                                   latent=attn is not None and mla is not None),
+                       placement, parallel, dropout, deepnorm_alpha)
+
+    def _assemble(self, m: BlockModules, placement: str, parallel: bool, dropout: float,
+                  deepnorm_alpha: float) -> None:
+        check_choice(placement, "placement", PLACEMENTS)
+        if placement in ("deepnorm", "post_sublayer") and parallel:
+            raise ValueError(
+                f"placement={placement!r} is defined for serial blocks only; use parallel=False"
+            )
+        if not isinstance(m, BlockModules):
+            raise TypeError(f"modules must be a BlockModules, got {type(m).__name__}")
+        self.placement, self.parallel = placement, parallel
+        self.alpha = float(deepnorm_alpha) if placement == "deepnorm" else 1.0
+        self.mixer = "linear" if isinstance(m.mixer, GatedDeltaNet) else "attention"
+        self.self_attn = m.mixer if self.mixer == "attention" else None
+        self.linear_attn = m.mixer if self.mixer == "linear" else None
+        self.moe_info = None
+        self.mlp = m.mlp
+        from ..moe import MoELayer
+
+        self._moe = isinstance(m.mlp, MoELayer)
+        self.latent = m.latent
+        self.attn_norm, self.ffn_norm = m.attn_norm, m.ffn_norm
+        self.post_attn_norm, self.post_ffn_norm = m.post_attn_norm, m.post_ffn_norm
         self.drop = nn.Dropout(dropout)
+
+    @classmethod
+    def from_modules(cls, modules: BlockModules, *, placement: str = "pre", parallel: bool = False,
+                     dropout: float = 0.0, deepnorm_alpha: float = 1.0) -> "TransformerBlock":
+        """A block around built modules (torchtune's way): it takes what it uses."""
+        return cls(modules=modules, placement=placement, parallel=parallel, dropout=dropout,
+                   deepnorm_alpha=deepnorm_alpha)
 
     @classmethod
     def from_config(
         cls, config: ModelConfig, layer_idx: int = 0, *, rope: nn.Module | None = None
     ) -> "TransformerBlock":
-        """The block ``layer_idx`` of a model built from ``config``."""
-        return cls(
-            config.d_model, config.n_heads, n_kv_heads=config.n_kv_heads,
-            head_dim=config.head_dim, d_ff=config.d_ff, norm=config.norm,
-            norm_eps=config.norm_eps, placement=config.placement, parallel=config.parallel,
-            ffn=config.ffn, activation=config.activation, bias=config.bias,
-            attn_bias=config.attn_bias, o_bias=config.o_bias, qk_norm_eps=config.qk_norm_eps,
-            qk_norm_scope=config.qk_norm_scope, rope=rope, alibi=config.position == "alibi",
-            qk_norm=config.qk_norm, attn_softcap=config.attn_softcap, attn_scale=config.attn_scale,
-            sliding_window=config.window_for(layer_idx), dropout=config.dropout,
-            deepnorm_alpha=config.deepnorm_alpha, sinks=config.attn_sinks,
-            output_gate=config.attn_output_gate, mixer=config.mixer_for(layer_idx),
-            linear_heads=config.linear_heads, linear_key_heads=config.linear_key_heads,
-            linear_head_dim=config.linear_head_dim, linear_conv_kernel=config.linear_conv_kernel,
-            moe=cls._moe_kwargs(config) if config.is_moe_layer(layer_idx) else None,
-            mla=cls._mla_kwargs(config) if config.attn_kind == "mla" else None,
-        )
+        """The block ``layer_idx`` of a model built from ``config``: its modules made by
+        :func:`llmviz.model.builder.block_modules`, wired by :meth:`from_modules`."""
+        return cls.from_modules(block_modules(config, layer_idx, rope=rope), **block_options(config))
 
     @staticmethod
     def _moe_kwargs(c: ModelConfig) -> dict:
-        return dict(
-            n_experts=c.n_experts, top_k=c.experts_top_k, d_expert=c.expert_d_ff,
-            n_shared=c.n_shared_experts, d_shared=c.shared_expert_d_ff,
-            activation=c.activation or "silu", score=c.moe_score, normalize=c.moe_normalize,
-            scaling=c.moe_scaling, n_groups=c.moe_n_groups, topk_groups=c.moe_topk_groups,
-            bias_balancing=c.moe_bias_balancing, bias_rate=c.moe_bias_rate,
-            capacity_factor=c.moe_capacity_factor, shared_gate=c.shared_expert_gate,
-            router_bias=c.router_bias, expert_bias=c.expert_bias, glu=c.expert_glu,
-            glu_alpha=c.expert_glu_alpha, glu_limit=c.expert_glu_limit,
-        )
+        return moe_kwargs(c)
 
     @staticmethod
     def _mla_kwargs(c: ModelConfig) -> dict:
-        return dict(
-            kv_lora_rank=c.kv_lora_rank, qk_nope_head_dim=c.qk_nope_head_dim,
-            qk_rope_head_dim=c.qk_rope_head_dim, v_head_dim=c.v_head_dim, q_lora_rank=c.q_lora_rank,
-            rope_base=c.rope_base, rope_layout=c.rope_layout, rope_scaling=c.rope_scaling,
-            scale=c.attn_scale, bias=c.attn_bias,
-        )
+        return mla_kwargs(c)
 
     @property
     def is_moe(self) -> bool:

@@ -88,7 +88,7 @@ def generate(
         model: a :class:`DecoderLM` (anything whose forward takes ``cache=`` and returns .logits).
         input_ids: the prompt.
         max_new_tokens: number of tokens to add (>= 0).
-        temperature, top_k, top_p, min_p: see :func:`llmviz.sampling.sample`;
+        temperature, top_k, top_p, min_p: see :func:`llmviz.model.sampling.sample`;
             ``temperature=0`` is greedy.
         sampler: optional ``logits (B, V) -> ids (B,)`` replacing the built-in sampling.
         generator: a seeded ``torch.Generator`` for reproducible draws.

@@ -1,7 +1,7 @@
 """A decoder-only language model built from a :class:`~llmviz.model.config.ModelConfig`.
 
 ``DecoderLM`` = token embedding (+ learned or sinusoidal positions, added ONCE at the input;
-RoPE, ALiBi and T5's bucketed bias act inside attention) -> ``n_layers`` :class:`~llmviz.blocks.TransformerBlock`
+RoPE, ALiBi and T5's bucketed bias act inside attention) -> ``n_layers`` :class:`~llmviz.model.block.TransformerBlock`
 -> final norm (pre-norm and sandwich stacks) -> ``lm_head`` (optionally tied to the embedding)
 -> optional final-logit soft-cap.
 
@@ -36,7 +36,7 @@ from torch import nn
 from .._checks import check_positive, check_tensor
 from ..attention.kv_cache import KVCache
 from ..attention.masks import padding_mask
-from ..norm import make_norm
+from ..position.registry import POSITION_SCHEMES
 from ..training.losses import z_loss
 from .block import TransformerBlock
 from .config import ModelConfig
@@ -52,7 +52,7 @@ class LMOutput:
         logits: ``(B, T, V)``.
         loss: scalar when ``labels`` were given, else None.
         weights: per-layer attention weights ``(B, H, T, S)`` when asked for, else None.
-        cache: the :class:`~llmviz.kv_cache.KVCache` passed in (now extended), or None.
+        cache: the :class:`~llmviz.attention.kv_cache.KVCache` passed in (now extended), or None.
         aux_loss: the mixture-of-experts auxiliary loss (balancing + router z-loss, already
             weighted by their coefficients; included in ``loss``), or None for a dense model or
             zero coefficients.
@@ -77,7 +77,7 @@ class DecoderLM(nn.Module):
     """A decoder-only transformer language model.
 
     Args:
-        config: every hyper-parameter; see :class:`~llmviz.config.ModelConfig`.
+        config: every hyper-parameter; see :class:`~llmviz.model.config.ModelConfig`.
 
     Submodules: ``embed_tokens``, ``embed_positions`` (learned/sinusoidal, else None),
     ``embed_norm`` (BLOOM, else None), ``layers`` (``nn.ModuleList`` of blocks), ``norm``
@@ -91,8 +91,9 @@ class DecoderLM(nn.Module):
             raise TypeError(f"config must be a ModelConfig, got {type(config).__name__}")
         self.config = c = config
         self.embed_tokens = nn.Embedding(c.vocab_size, c.d_model)
-        self.embed_positions = self._position_embedding(c)
-        self.embed_norm = make_norm(c.norm, c.d_model, eps=c.norm_eps) if c.embed_norm else None
+        scheme = POSITION_SCHEMES.kind(c.position)  # a table at the input, T5's bias, or nothing
+        self.embed_positions = scheme.build(c) if scheme.info["slot"] == "embed_positions" else None
+        self.embed_norm = c.norm_spec.build(c.d_model) if c.embed_norm else None
         self.drop = nn.Dropout(c.dropout)
         rope = None
         if c.position == "rope":
@@ -111,8 +112,9 @@ class DecoderLM(nn.Module):
             TransformerBlock.from_config(c, i, rope=self._rope_for(c, i, rope, local_rope))
             for i in range(c.n_layers)
         )
-        self.position_bias = self._position_bias(c)  # T5's bucketed bias (position="t5"), else None
-        self.norm = make_norm(c.norm, c.d_model, eps=c.norm_eps) if c.has_final_norm else None
+        # T5's bucketed bias (position="t5"), else None
+        self.position_bias = scheme.build(c) if scheme.info["slot"] == "position_bias" else None
+        self.norm = c.norm_spec.build(c.d_model) if c.has_final_norm else None
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         self.reset_parameters()
         if c.tie_embeddings:
@@ -126,24 +128,9 @@ class DecoderLM(nn.Module):
 
     @staticmethod
     def _position_embedding(c: ModelConfig) -> nn.Module | None:
-        if c.position == "learned":
-            from ..position.learned import LearnedPositionalEmbedding
-
-            return LearnedPositionalEmbedding(c.max_seq_len, c.d_model)
-        if c.position == "sinusoidal":
-            from ..position.sinusoidal import SinusoidalPositionalEmbedding
-
-            return SinusoidalPositionalEmbedding(c.d_model)
-        return None
-
-    @staticmethod
-    def _position_bias(c: ModelConfig) -> nn.Module | None:
-        if c.position != "t5":
-            return None
-        from ..position.t5_bias import T5Bias  # one table for the stack unless per_layer
-
-        softmax_layers = tuple(i for i in range(c.n_layers) if c.mixer_for(i) == "attention")
-        return T5Bias(c.n_heads, softmax_layers, c.t5_bias)
+        """The input position table of ``c`` (kept for callers; the registry builds it)."""
+        scheme = POSITION_SCHEMES.kind(c.position)
+        return scheme.build(c) if scheme.info["slot"] == "embed_positions" else None
 
     @torch.no_grad()
     def reset_parameters(self) -> None:

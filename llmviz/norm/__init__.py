@@ -37,12 +37,9 @@ References:
 
 from __future__ import annotations
 
-from torch import nn
-
-from .._checks import check_choice
-from ._common import check_eps
 from .layer import LayerNorm, RMSNorm, layer_norm, rms_norm
 from .reduction import REDUCTION_KINDS, reduction_mask
+from .registry import MODEL_NORMS, NORM_KINDS, NORMS, NormSpec, make_norm, norm_params
 from .sequence import (
     BatchNormSeq,
     GroupNormSeq,
@@ -64,47 +61,11 @@ __all__ = [
     "GroupNormSeq",
     "InstanceNormSeq",
     "make_norm",
+    "norm_params",
+    "NormSpec",
+    "NORMS",
     "NORM_KINDS",
     "MODEL_NORMS",
     "REDUCTION_KINDS",
     "reduction_mask",
 ]
-
-#: The registry: every name :func:`make_norm` accepts.
-NORM_KINDS = ("layer", "layer_nobias", "rms", "rms_gemma", "batch", "group", "instance", "none")
-#: The kinds a model's blocks can use (per-token norms; the sequence norms mix tokens).
-MODEL_NORMS = ("layer", "layer_nobias", "rms", "rms_gemma")
-
-
-def make_norm(kind: str, d: int, *, eps: float | None = None, **kwargs) -> nn.Module:
-    """Build a norm by name (used by blocks and for per-head QK-norm).
-
-    Args:
-        kind: one of :data:`NORM_KINDS`: ``"layer"``, ``"layer_nobias"``, ``"rms"``,
-            ``"rms_gemma"`` (1 + weight), ``"batch"``, ``"group"`` (pass ``n_groups=``),
-            ``"instance"``, ``"none"`` (identity).
-        d: feature size C.
-        eps: overrides the class default when given.
-        **kwargs: passed to the class (e.g. ``fused=False``, ``n_groups=4``, ``momentum``).
-    """
-    check_choice(kind, "norm kind", NORM_KINDS)
-    if eps is not None:
-        check_eps(eps)
-        kwargs["eps"] = eps
-    if kind == "layer":
-        return LayerNorm(d, **kwargs)
-    if kind == "layer_nobias":
-        return LayerNorm(d, bias=False, **kwargs)
-    if kind == "rms":
-        return RMSNorm(d, **kwargs)
-    if kind == "rms_gemma":
-        return RMSNorm(d, unit_offset=True, **kwargs)
-    if kind == "batch":
-        return BatchNormSeq(d, **kwargs)
-    if kind == "group":
-        if "n_groups" not in kwargs:
-            raise ValueError("make_norm('group', ...) needs n_groups=, e.g. n_groups=4")
-        return GroupNormSeq(d, kwargs.pop("n_groups"), **kwargs)
-    if kind == "instance":
-        return InstanceNormSeq(d, **kwargs)
-    return nn.Identity()

@@ -30,6 +30,7 @@ from .rope import (
     rope_cos_sin,
     rope_frequencies,
 )
+from .registry import POSITION_SCHEMES, POSITIONS
 from .rope_decay import rope_decay_curve, rope_score_bound
 from .rotary import RotaryEmbedding
 from .t5_bias import T5Bias, T5BiasSettings, resolve_t5_bias
@@ -42,13 +43,9 @@ from .sinusoidal import (
     sinusoidal_wavelengths,
 )
 
-#: The registry of position schemes a model can use: added once at the input (``"learned"``,
-#: ``"sinusoidal"``) or inside attention (``"rope"``, ``"alibi"``, ``"t5"``: T5's learned
-#: bucketed bias, see :mod:`llmviz.position.t5_bias`); ``"none"`` for NoPE.
-POSITIONS = ("none", "learned", "sinusoidal", "rope", "alibi", "t5")
-
 __all__ = [
     "POSITIONS",
+    "POSITION_SCHEMES",
     "alibi_bias",
     "alibi_slopes",
     "LearnedPositionalEmbedding",

@@ -87,3 +87,24 @@ def test_explorer_grid_and_frames():
     g = windows_frame(window=8, global_every=6, sink_tokens=4)
     assert "reaches 128 of 128" in g.layout["title.text"]
     assert "2 global of 12" in g.layout["title.text"]
+
+
+def test_local_mask_slider_reads_the_registry_and_chunks_stay_in_their_block():
+    from llmviz.attention.mask_kinds import MASK_KINDS
+    from llmviz.explore.windows import LOCAL_KINDS
+
+    assert LOCAL_KINDS == MASK_KINDS.names(local=True)
+    control = next(c for c in windows_explorer().controls if c.name == "local")
+    assert tuple(control.values) == LOCAL_KINDS
+    # chunks of 4 with 2 sinks, written by hand: own chunk, or a sink key, or a sink query
+    hand = torch.tensor([[k <= q and (q // 4 == k // 4 or k < 2 or q < 2) for k in range(12)]
+                         for q in range(12)])
+    assert torch.equal(layer_mask(12, 4, 2, local="chunked"), hand)
+    assert torch.equal(layer_mask(12, 4, 2), layer_mask(12, 4, 2, local="sliding"))
+    # stacked chunked layers never leave their block: the last query of 12 reaches 8..11 only
+    reach = stack_reach((4, 4, 4), 12, local="chunked")[-1, -1]
+    assert reach.nonzero().flatten().tolist() == [8, 9, 10, 11]
+    f = windows_frame(window=8, global_every=0, local="chunked")
+    assert "chunk 8" in f.layout["title.text"] and f.traces[0].y[0] == "0: c=8"
+    with pytest.raises(ValueError, match="mask kind='banded' is not supported"):
+        layer_mask(8, 4, local="banded")
