@@ -24,6 +24,7 @@ from .._checks import (
     check_hidden,
     check_positive,
     check_positive_int,
+    check_real,
 )
 from ..norm import MODEL_NORMS, make_norm
 from ._checks import check_mask
@@ -139,6 +140,7 @@ class MultiHeadAttention(nn.Module):
             check_positive(scale, "scale")
         if sliding_window is not None:
             check_positive_int(sliding_window, "sliding_window")
+        check_real(dropout, "dropout")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
         self.d_model, self.n_heads, self.n_kv_heads, self.head_dim = d_model, n_heads, n_kv_heads, head_dim

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .._checks import check_choice, check_positive, check_positive_int
+from .._checks import check_choice, check_positive, check_positive_int, check_real
 from ..attention.module import QK_NORM_SCOPES, QK_NORMS
 from ..ffn import FFN_ACTIVATIONS, FFN_KINDS, glu_hidden_size
 from ..norm import MODEL_NORMS
@@ -191,7 +191,7 @@ class ModelConfig:
                     f"global_every ({self.global_every}) needs sliding_window: it says which "
                     "layers skip the window"
                 )
-        if not 0.0 <= self.dropout < 1.0:
+        if not 0.0 <= check_real(self.dropout, "dropout") < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         check_positive(self.z_loss_weight, "z_loss_weight", allow_zero=True)
         self._check_layer_features()
