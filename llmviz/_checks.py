@@ -21,6 +21,8 @@ __all__ = [
     "check_real",
     "check_positive",
     "check_positive_int",
+    "check_int_in",
+    "check_real_in",
 ]
 
 
@@ -107,16 +109,17 @@ def check_choice(value: Any, name: str, choices: Iterable[Any]) -> Any:
     return value
 
 
-def check_real(value: Any, name: str) -> Any:
+def check_real(value: Any, name: str, *, hint: str = "") -> Any:
     """Raise unless ``value`` is a finite real number (``bool`` is not); the range is the caller's.
 
     For arguments with a range of their own (``top_p`` in (0, 1]): this check first, so that a
-    tensor, a string or NaN gets a clear message instead of a failed comparison.
+    tensor, a string or NaN gets a clear message instead of a failed comparison. ``hint``
+    (e.g. "; use ... instead") ends the message for a non-finite value.
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
     if not math.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value}")
+        raise ValueError(f"{name} must be finite, got {value}{hint}")
     return value
 
 
@@ -150,3 +153,25 @@ def check_positive_int(value: Any, name: str, *, allow_zero: bool = False) -> in
         kind = "a non-negative" if allow_zero else "a positive"
         raise ValueError(f"{name} must be {kind} int, got {value}")
     return value
+
+
+def check_int_in(value: Any, name: str, lo: int, hi: int | None = None) -> int:
+    """Raise unless ``value`` is an ``int`` with ``lo <= value <= hi`` (no upper end if ``hi``
+    is None); the message names the range, so a reader knows what to pass instead."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    value = int(value)
+    if value < lo or (hi is not None and value > hi):
+        span = f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
+        raise ValueError(f"{name} must be an int {span}, got {value}")
+    return value
+
+
+def check_real_in(value: Any, name: str, lo: float, hi: float | None = None) -> float:
+    """Raise unless ``value`` is a finite real number with ``lo <= value <= hi`` (no upper end
+    if ``hi`` is None)."""
+    check_real(value, name)
+    if value < lo or (hi is not None and value > hi):
+        span = f"in [{lo:g}, {hi:g}]" if hi is not None else f">= {lo:g}"
+        raise ValueError(f"{name} must be {span}, got {value}")
+    return float(value)

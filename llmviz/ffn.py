@@ -31,6 +31,7 @@ from ._checks import (
     check_hidden,
     check_positive,
     check_positive_int,
+    check_real,
     check_tensor,
 )
 from ._registry import Registry
@@ -88,6 +89,8 @@ def swish(x: Tensor, beta: float | Tensor = 1.0) -> Tensor:
     """Swish: ``x * sigmoid(beta * x)``. beta -> 0 gives ``x / 2``; beta -> inf gives ReLU;
     beta = 1.702 is close to GELU."""
     check_tensor(x, "x", floating=True)
+    if not isinstance(beta, Tensor):
+        check_real(beta, "beta")
     return x * torch.sigmoid(beta * x)
 
 
@@ -134,6 +137,7 @@ class Activation(nn.Module):
         self.fn = _FUSED.get(name, ACTIVATION_FNS[name]) if fused else ACTIVATION_FNS[name]
 
     def forward(self, x: Tensor) -> Tensor:
+        check_tensor(x, "x", floating=True)
         return self.fn(x)
 
     def extra_repr(self) -> str:
@@ -151,6 +155,7 @@ class Swish(nn.Module):
 
     def __init__(self, beta: float = 1.0, *, learnable: bool = False) -> None:
         super().__init__()
+        check_real(beta, "beta")
         self.learnable = learnable
         if learnable:
             self.beta = nn.Parameter(torch.tensor(float(beta)))
@@ -170,6 +175,7 @@ def activation(name: str, *, beta: float = 1.0, learnable: bool = False) -> nn.M
     ``beta``/``learnable`` apply to ``"swish"`` only.
     """
     check_choice(name, "activation", tuple(ACTIVATION_FNS))
+    check_real(beta, "beta")
     if name == "swish":
         return Swish(beta, learnable=learnable)
     return Activation(name)
@@ -195,6 +201,13 @@ def activation_curve(
         y = fn(x)
         (slope,) = torch.autograd.grad(y.sum(), x)  # elementwise act: d sum / dx_i = act'(x_i)
     return y.detach(), slope
+
+
+def _check_dropout(p: float) -> float:
+    check_real(p, "dropout")
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {p}; use 0.0 to switch it off")
+    return p
 
 
 def _as_module(act: str | nn.Module | Callable) -> nn.Module:
@@ -239,7 +252,7 @@ class MLP(nn.Module):
         self.up_proj = nn.Linear(d_model, d_ff, bias=bias)
         self.act = _as_module(activation)
         self.down_proj = nn.Linear(d_ff, d_model, bias=bias)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = nn.Dropout(_check_dropout(dropout))
 
     def forward(self, x: Tensor) -> Tensor:
         """``(..., C) -> (..., C)``."""
@@ -273,7 +286,7 @@ class GatedMLP(nn.Module):
         self.up_proj = nn.Linear(d_model, d_ff, bias=bias)
         self.down_proj = nn.Linear(d_ff, d_model, bias=bias)
         self.act = _as_module(activation)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = nn.Dropout(_check_dropout(dropout))
 
     def forward(self, x: Tensor) -> Tensor:
         """``(..., C) -> (..., C)``."""

@@ -62,7 +62,7 @@ _COMPONENTS = ("embedding", "position", "attention", "ffn", "norms", "lm_head")
 
 def gpt2_layer_params(d: int) -> int:
     """Parameters of one GPT-2 block of width ``d``: ``12 d^2 + 13 d``."""
-    return 12 * d * d + 13 * d
+    return 12 * check_positive_int(d, "d") ** 2 + 13 * d
 
 
 def _check_config(config: Any) -> None:
@@ -208,8 +208,8 @@ def kv_cache_bytes_for(config: ModelConfig, seq_len: int, *, batch: int = 1, byt
     """:func:`kv_cache_bytes` for a config: sliding-window layers keep at most the window, latent
     attention layers cache ``r + dr`` numbers per token, linear-attention layers nothing that grows
     (:func:`~llmviz.analysis.kv_frontier.layer_cache_elements`)."""
-    _check_config(config)
-    check_positive_int(seq_len, "seq_len")
+    _check_config(config), check_positive_int(seq_len, "seq_len")
+    check_positive_int(batch, "batch"), check_positive_int(bytes_per_el, "bytes_per_el")
     total = 0
     for i in range(config.n_layers):
         kept = config.mask_for(i).kept_keys(seq_len)  # a window or chunk caps the cache

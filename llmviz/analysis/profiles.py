@@ -88,6 +88,8 @@ def stability_stats(
             "input_ids must be a (B, T) tensor of token ids, got "
             f"{getattr(input_ids, 'shape', type(input_ids).__name__)}"
         )
+    if input_ids.numel() == 0:
+        raise ValueError(f"input_ids {tuple(input_ids.shape)} holds no token; pass at least one")
     if targets is not None and (not isinstance(targets, torch.Tensor)
                                 or targets.shape != input_ids.shape):
         raise ValueError(

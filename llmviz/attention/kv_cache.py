@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import torch
 
-from .._checks import check_tensor
+from .._checks import check_choice, check_tensor
 from ._checks import check_cache_layer
 
 __all__ = ["KVCache", "SinkCache", "rope_key_shift"]
@@ -182,7 +182,9 @@ def rope_key_shift(inv_freq: torch.Tensor, *, layout: str = "half") -> Callable[
     to p + delta needs no recomputation. ``inv_freq``: the model's ``(R/2,)`` frequencies, e.g.
     ``RotaryEmbedding.inv_freq`` (partial rotary: the first R features rotate).
     """
-    from ..position.rope import apply_rotary, rope_cos_sin  # lazy: positions stay optional
+    from ..position.rope import LAYOUTS, apply_rotary, rope_cos_sin  # lazy: positions stay optional
+
+    check_choice(layout, "layout", LAYOUTS)
 
     check_tensor(inv_freq, "inv_freq", ndim=1, floating=True)
 

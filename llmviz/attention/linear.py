@@ -55,6 +55,9 @@ _FORMS = ("chunked", "recurrent")
 
 def l2_normalize(x: Tensor, eps: float = 1e-6) -> Tensor:
     """``x / sqrt(|x|^2 + eps)`` over the last axis: unit keys keep the delta rule's state bounded."""
+    check_real(eps, "eps")
+    if eps < 0:
+        raise ValueError(f"eps must be >= 0, got {eps}")
     check_tensor(x, "x", min_ndim=1, floating=True)
     return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + eps)
 

@@ -243,6 +243,9 @@ def global_local_mask(
             raise ValueError(f"global_tokens ({global_tokens}) must be in [0, S={S_}]")
         idx = torch.arange(global_tokens, device=device)
     else:
+        if not isinstance(global_tokens, Sequence) or isinstance(global_tokens, str):
+            raise TypeError(f"global_tokens must be an int or a sequence of positions, got "
+                            f"{global_tokens!r}")
         idx = torch.as_tensor(list(global_tokens), dtype=torch.long, device=device)
         if idx.numel() and (idx.min() < 0 or idx.max() >= S_):
             raise ValueError(f"global token positions must lie in [0, {S_}), got {idx.tolist()}")

@@ -25,6 +25,7 @@ from .._checks import (
     check_hidden,
     check_positive,
     check_positive_int,
+    check_real,
 )
 from ..norm import MODEL_NORMS, NormSpec
 from ._checks import check_mask
@@ -157,6 +158,7 @@ class MultiHeadAttention(nn.Module):
                             f"got {type(layer_mask).__name__}")
         if layer_mask is not None and sliding_window is not None:
             raise ValueError("give the window either as sliding_window or inside layer_mask, not both")
+        check_real(dropout, "dropout")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
         self.d_model, self.n_heads, self.n_kv_heads, self.head_dim = d_model, n_heads, n_kv_heads, head_dim

@@ -88,7 +88,8 @@ def tile_map(
     """
     check_positive_int(block_q, "block_q")
     check_positive_int(block_k, "block_k")
-    S = T if S is None else S
+    check_positive_int(T, "T", allow_zero=True)
+    S = T if S is None else check_positive_int(S, "S", allow_zero=True)
     n_q, n_k = math.ceil(T / block_q), math.ceil(S / block_k)
     status = torch.full((n_q, n_k), 2, dtype=torch.long)
     if not causal:

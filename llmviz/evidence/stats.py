@@ -180,6 +180,7 @@ def _values(values: Any, name: str) -> list[float]:
 
 
 def _check_level(level: float) -> None:
+    check_real(level, "level")
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must lie strictly between 0 and 1 (e.g. 0.95), got {level!r}")
 

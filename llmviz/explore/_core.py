@@ -39,6 +39,7 @@ from ._render import (
     figure_json,
     format_value,
     make_widget,
+    widget_value,
     plotly_layout,
     unflatten,
 )
@@ -356,7 +357,7 @@ class Explorer:
         box.cache = cache  # for tests: .hits, .misses
 
         def changed(*_: Any) -> None:
-            updates.submit({name: w.value for name, w in controls.items()})
+            updates.submit({name: widget_value(w) for name, w in controls.items()})
 
         for w in controls.values():
             w.observe(changed, names="value")

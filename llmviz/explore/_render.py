@@ -12,7 +12,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, Callable, Hashable, Mapping
 
-__all__ = ["format_value", "unflatten", "make_widget", "LatestWins", "SLIDER_JS",
+__all__ = ["format_value", "unflatten", "make_widget", "widget_value", "LatestWins", "SLIDER_JS",
            "PLOTLY_MIME", "FrameCache", "plotly_layout", "figure_json"]
 
 #: The mimetype JupyterLab's plotly renderer draws (data, layout, config as JSON).
@@ -52,10 +52,22 @@ def make_widget(c: Any, widgets: Any, *, continuous: bool):
         return widgets.SelectionSlider(
             options=[(format_value(v), v) for v in values], value=c.default, **common
         )
-    return widgets.Dropdown(
-        options=[(format_value(v), v) for v in values], value=c.default,
-        description=c.text, style={"description_width": "initial"},
+    # The options' values are their indices, never the control's values themselves: a value
+    # of None (e.g. "no linear layers") would read as "nothing selected" to the widget, which
+    # then shows an empty box. ``widget_value`` maps the index back.
+    box = widgets.Dropdown(
+        options=[(format_value(v), i) for i, v in enumerate(values)],
+        value=list(values).index(c.default), description=c.text,
+        style={"description_width": "initial"},
     )
+    box.llmviz_values = tuple(values)
+    return box
+
+
+def widget_value(w: Any) -> Any:
+    """The control value a widget from :func:`make_widget` holds (a dropdown holds an index)."""
+    values = getattr(w, "llmviz_values", None)
+    return w.value if values is None else values[w.value]
 
 
 def _merge(base: dict, update: Mapping[str, Any]) -> dict:

@@ -20,6 +20,7 @@ import torch
 
 from ..analysis.parameters import count_parameters, flops_per_token, kv_cache_bytes_for
 from ..attention.metrics import row_entropy
+from .._checks import check_choice, check_int_in, check_positive_int, check_real_in
 from ..model.config import ModelConfig
 from ..model.presets import llama2
 from ..model.sampling import filtered_probs
@@ -37,6 +38,8 @@ _CONTEXTS = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
 
 
 def _config(n_layers: int, d_model: int, n_heads: int, kv: str, vocab_size: int) -> ModelConfig:
+    check_choice(kv, "kv", tuple(_KV))
+    check_positive_int(vocab_size, "vocab_size")
     g = _KV[kv]
     n_kv = n_heads if g is None else min(g, n_heads)
     return ModelConfig(vocab_size=vocab_size, d_model=d_model, n_layers=n_layers, n_heads=n_heads,
@@ -78,6 +81,7 @@ def architecture_explorer(*, vocab_size: int = 32000) -> Explorer:
 
     The static grid reaches the Llama 2 7B shape (32 layers, width 4096, 32 heads).
     """
+    check_positive_int(vocab_size, "vocab_size")
     # the two panels are stacked, not side by side, so that neither squeezes the other's axis
     # titles at phone width; the title has its own band above the top panel
     layout = {
@@ -121,6 +125,9 @@ def sampling_frame(
     """Bars: the model's distribution (grey) and the one sampled from after the filters
     (colour), for the ``show`` most likely tokens. The filters act on the whole vocabulary; the
     title counts over all of it. ``top_k=0``, ``top_p=1`` and ``min_p=0`` switch a filter off."""
+    check_positive_int(show, "show")
+    check_int_in(top_k, "top_k", 0)
+    check_real_in(top_p, "top_p", 0.0, 1.0)
     logits = _demo_logits() if logits is None else torch.as_tensor(logits, dtype=torch.float32)
     order = torch.argsort(logits, descending=True)
     logits = logits[order]
@@ -146,6 +153,7 @@ def sampling_explorer(
     """Sliders: temperature, top-k, top-p, min-p over ``logits`` (V,) (a demo Zipf-like
     distribution by default; pass a trained model's next-token logits and token labels).
     ``show`` bars are drawn (the most likely tokens); the filters see the whole vocabulary."""
+    check_positive_int(show, "show")
     if logits is not None:
         logits = torch.as_tensor(logits, dtype=torch.float32).detach().cpu()
         if logits.ndim != 1:
@@ -180,6 +188,8 @@ def zoo_frame(column: str = "norm", year: int = 2023) -> Frame:
     """Bars: models in the zoo using each value of ``column``, up to ``year`` and in ``year``."""
     from ..model.zoo import zoo_table
 
+    check_choice(column, "column", _ZOO_COLUMNS)
+    check_int_in(year, "year", 1900, 2100)
     df = zoo_table()
     values = df[column].astype(str)
     cats = sorted(values.unique(), key=lambda v: -int((values == v).sum()))

@@ -28,6 +28,7 @@ from ..attention.metrics import head_metrics, row_entropy
 from ..attention.module import MultiHeadAttention, attention_weights
 from ..attention.tiled import tile_map, tiled_attention
 from ..model.presets import llama2
+from .._checks import check_int_in, check_positive
 from ..plots import PALETTE, PLOTLY_SEQUENTIAL
 from ._core import Control, Explorer, Frame
 
@@ -53,6 +54,8 @@ def temperature_frame(temperature: float = 1.0, d: int = 64, scaled: bool = True
     ``s`` is ``1/sqrt(d)`` when ``scaled`` else 1. Left: the (T, T) weights; right: the last
     query's row.
     """
+    check_positive(temperature, "temperature")
+    check_int_in(d, "d", 1, 4096)
     g = torch.Generator().manual_seed(0)
     q = torch.randn(1, 1, _T, d, generator=g)  # (B, H, T, D)
     k = torch.randn(1, 1, _T, d, generator=g)
@@ -149,8 +152,9 @@ def heads_explorer() -> Explorer:
         ],
         title="Splitting d_model = 64 into heads",
         layout={
-            "xaxis": {"domain": [0.0, 0.6], "showticklabels": False},
-            "yaxis": {"autorange": "reversed", "showticklabels": False, "scaleanchor": "x"},
+            "xaxis": {"domain": [0.0, 0.6], "showticklabels": False, "constrain": "domain"},
+            "yaxis": {"autorange": "reversed", "showticklabels": False, "scaleanchor": "x",
+                      "constrain": "domain"},
             "xaxis2": {"domain": [0.72, 1.0], "title": {"text": "head"}, "range": [-0.5, 15.5]},
             "yaxis2": {"anchor": "x2", "range": [0, 1.02], "title": {"text": "normalised entropy"}},
             "showlegend": False,
@@ -246,6 +250,7 @@ def tiling_frame(block: int = 16, causal: bool = True) -> Frame:
     (the diagonal tiles), 2 = computed in full: :func:`llmviz.attention.tiled.tile_map`. The
     counts come from :func:`llmviz.attention.tiled.tiled_attention` run on a small input.
     """
+    check_int_in(block, "block", 1, _T_TILE)
     n = math.ceil(_T_TILE / block)
     status = tile_map(_T_TILE, block_q=block, block_k=block, causal=causal).double().numpy()
     g = torch.Generator().manual_seed(0)
@@ -276,8 +281,9 @@ def tiling_explorer() -> Explorer:
         ],
         title="Tiled attention: which tiles of the score matrix are computed",
         layout={
-            "xaxis": {"title": {"text": "key"}, "range": [-0.5, _T_TILE - 0.5]},
-            "yaxis": {"title": {"text": "query"}, "autorange": "reversed", "scaleanchor": "x"},
+            "xaxis": {"title": {"text": "key"}, "range": [-0.5, _T_TILE - 0.5], "constrain": "domain"},
+            "yaxis": {"title": {"text": "query"}, "autorange": "reversed", "scaleanchor": "x",
+                      "constrain": "domain"},
             "showlegend": False,
         },
     )

@@ -20,7 +20,7 @@ from ..model.config import ModelConfig
 from ..model.lm import DecoderLM
 from ..norm import batch_norm, layer_norm, rms_norm
 from ..plots import PALETTE
-from .._checks import check_choice
+from .._checks import check_choice, check_positive, check_real_in
 from ._core import Control, Explorer, Frame
 
 __all__ = [
@@ -41,6 +41,10 @@ def _activations(outlier: float) -> tuple[torch.Tensor, torch.Tensor]:
     carriers[::_OUTLIER_EVERY] = True
     x[0, carriers, _OUTLIER_FEATURE] += outlier
     return x, carriers
+
+
+#: The norms the explorer draws (GroupNorm, InstanceNorm: chapter 10's static figures).
+_NORM_KINDS = ("LayerNorm", "RMSNorm", "BatchNorm")
 
 
 def _normalise(kind: str, x: torch.Tensor, eps: float) -> torch.Tensor:
@@ -69,6 +73,9 @@ def _bars(values: torch.Tensor, bins: np.ndarray, name: str, color: str, xaxis: 
 
 def norm_frame(kind: str = "LayerNorm", eps: float = 1e-5, outlier: float = 20.0) -> Frame:
     """One explorer frame (pure): histograms before/after, outlier tokens apart."""
+    check_choice(kind, "kind", _NORM_KINDS)
+    check_positive(eps, "eps")
+    check_real_in(outlier, "outlier", 0.0, 1e4)
     x, carriers = _activations(outlier)
     y = _normalise(kind, x, eps)
     others = torch.ones(_C, dtype=torch.bool)
@@ -104,7 +111,7 @@ def norm_explorer() -> Explorer:
     return Explorer(
         norm_frame,
         [
-            Control("kind", ("LayerNorm", "RMSNorm", "BatchNorm"), default="LayerNorm", label="norm"),
+            Control("kind", _NORM_KINDS, default="LayerNorm", label="norm"),
             Control("eps", (1e-6, 1e-4, 1e-2, 1e-1), default=1e-6, label="eps"),
             Control("outlier", (0.0, 1.0, 5.0, 20.0, 100.0), default=20.0, label="outlier size"),
         ],
@@ -127,6 +134,7 @@ _X = torch.linspace(-5.0, 5.0, 201)
 
 def activation_frame(beta: float = 1.0) -> Frame:
     """One explorer frame (pure): Swish(beta) with ReLU and GELU, values and derivatives."""
+    check_positive(beta, "beta")
     xs = _X.numpy()
     traces = []
     for name, fn, color, dash in (

@@ -29,6 +29,7 @@ from ..position.relative import t5_relative_bucket
 from ..position.rope import RopeScaling, rope_frequencies
 from ..position.rope_decay import rope_score_bound
 from ..position.sinusoidal import sinusoidal_encoding, sinusoidal_wavelengths
+from .._checks import check_int_in, check_real_in
 from ._core import Control, Explorer, Frame
 
 __all__ = [
@@ -57,6 +58,8 @@ _SIN_C, _SIN_T = 64, 128
 
 def sinusoidal_frame(dimension: int = 8, position: int = 20) -> Frame:
     """Left: column ``dimension`` of the encoding over positions; right: row ``position``."""
+    check_int_in(dimension, "dimension", 0, _SIN_C - 1)
+    check_int_in(position, "position", 0, _SIN_T - 1)
     pe = _f32(sinusoidal_encoding(_SIN_T, _SIN_C).numpy())  # (T, C)
     pair = dimension // 2
     wavelength = float(sinusoidal_wavelengths(_SIN_C)[pair])
@@ -121,6 +124,9 @@ def _wavelength_text(wavelength: float) -> str:
 
 def rope_frame(base: float = 10000.0, position: int = 10, pair: int = 4) -> Frame:
     """Left: pair ``pair``'s hand at ``position`` (trail from 0); right: q.k vs offset."""
+    check_real_in(base, "base", 2.0, 1e9)
+    check_int_in(position, "position", 0, 100_000)
+    check_int_in(pair, "pair", 0, _ROPE_D // 2 - 1)
     inv_freq = rope_frequencies(_ROPE_D, base=base)[0].double()
     theta = float(inv_freq[pair])
     steps = np.arange(position + 1) if position <= 60 else np.linspace(0, position, 61)
@@ -165,9 +171,12 @@ def rope_explorer() -> Explorer:
         ],
         title="RoPE: one pair's rotation, and the score it produces",
         layout={
+            # constrain="domain": the aspect ratio shrinks the panel, never the ranges, so the
+            # figure is the same whatever width it was first drawn at (a live face draws its
+            # first figure before the page lays it out)
             "xaxis": {"domain": [0.0, 0.38], "range": [-1.25, 1.25], "title": {"text": "x_{2i}"},
-                      "scaleanchor": "y"},
-            "yaxis": {"range": [-1.25, 1.25], "title": {"text": "x_{2i+1}"}},
+                      "scaleanchor": "y", "constrain": "domain"},
+            "yaxis": {"range": [-1.25, 1.25], "title": {"text": "x_{2i+1}"}, "constrain": "domain"},
             "xaxis2": {"domain": [0.5, 1.0], "range": [0, _ROPE_OFFSETS],
                        "title": {"text": "offset m - n"}},
             "yaxis2": {"anchor": "x2", "range": [-3.5, 3.5], "title": {"text": "q·k / √D"}},
@@ -187,6 +196,8 @@ _MAX_HEADS = 16
 def alibi_frame(n_heads: int = 8, head: int = 0) -> Frame:
     """Left: slopes of all heads (chosen head highlighted); right: the chosen head's attention
     of the last query over distance, with equal content scores everywhere."""
+    check_int_in(n_heads, "n_heads", 1, _MAX_HEADS)
+    check_int_in(head, "head", 0, _MAX_HEADS - 1)
     head = min(head, n_heads - 1)
     slopes = alibi_slopes(n_heads)
     bias = alibi_bias(1, _ALIBI_T, slopes=slopes)  # (H, 1, S): the last query's row
@@ -285,6 +296,8 @@ def rope_scaling_frame(
 ) -> Frame:
     """Wavelength per rotation pair: plain RoPE vs RoPE scaled by ``kind`` to ``factor`` x
     ``train_len`` (dynamic NTK is evaluated at that new length)."""
+    check_int_in(factor, "factor", 1, 1024)
+    check_int_in(train_len, "train_len", 1)
     plain, _ = rope_frequencies(head_dim)
     if kind == "dynamic":
         scaling = RopeScaling("dynamic", factor=1.0, original_max_position_embeddings=train_len)
@@ -310,6 +323,7 @@ def rope_scaling_frame(
 
 def rope_scaling_explorer(*, head_dim: int = 16, train_len: int = 64) -> Explorer:
     """Method and factor sliders for RoPE context extension (linear/PI, NTK, dynamic, YaRN)."""
+    rope_scaling_frame(head_dim=head_dim, train_len=train_len)  # checks both now, not on display
     return Explorer(
         rope_scaling_frame,
         [

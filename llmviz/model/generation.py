@@ -100,8 +100,13 @@ def generate(
             ``max_seq_len`` (above). ``"error"`` and ``"window"`` need ``model.config.max_seq_len``.
     """
     check_tensor(input_ids, "input_ids", ndim=2)
-    if input_ids.is_floating_point() or input_ids.dtype == torch.bool:
-        raise TypeError(f"input_ids must be integer token ids, got dtype {input_ids.dtype}")
+    if input_ids.is_floating_point() or input_ids.is_complex() or input_ids.dtype == torch.bool:
+        raise TypeError(
+            f"input_ids must be integer token ids, got dtype {input_ids.dtype}; pass "
+            "input_ids.long()"
+        )
+    if input_ids.dtype not in (torch.long, torch.int32):
+        input_ids = input_ids.long()  # uint8/int8/int16 ids: new tokens may not fit their dtype
     if input_ids.shape[1] == 0:
         raise ValueError(
             f"the prompt is empty (input_ids has shape {tuple(input_ids.shape)}); give at least "

@@ -183,8 +183,13 @@ class DecoderLM(nn.Module):
         """
         c = self.config
         check_tensor(input_ids, "input_ids", ndim=2)
-        if input_ids.dtype not in (torch.long, torch.int, torch.int32):
-            raise TypeError(f"input_ids must be integer token ids, got dtype {input_ids.dtype}")
+        if input_ids.is_floating_point() or input_ids.is_complex() or input_ids.dtype == torch.bool:
+            raise TypeError(
+                f"input_ids must be integer token ids, got dtype {input_ids.dtype}; pass "
+                "input_ids.long() (from a tokenizer's integer ids, not floats or a mask)"
+            )
+        if input_ids.dtype not in (torch.long, torch.int32):
+            input_ids = input_ids.long()  # uint8/int8/int16 ids are ids too (byte tokens)
         B, T = input_ids.shape
         offset = cache.length(0) if cache is not None else 0
         if positions is None:

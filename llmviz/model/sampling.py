@@ -57,7 +57,9 @@ def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     Temperature 0 is not a division: ask :func:`sample` for ``temperature=0`` (greedy).
     """
     check_tensor(logits, "logits", floating=True)
-    check_real(temperature, "temperature")
+    check_real(temperature, "temperature", hint=(
+        "; a very large temperature samples almost uniformly: pass a large finite value "
+        "(e.g. 100.0), or 0 for greedy decoding"))
     if not temperature > 0:
         raise ValueError(
             f"temperature must be > 0, got {temperature}; use sample(..., temperature=0) or "

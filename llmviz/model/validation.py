@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._checks import check_choice, check_positive, check_positive_int
+from .._checks import check_choice, check_positive, check_positive_int, check_real
 from ..attention.mask_kinds import MASK_KINDS
 from ..attention.module import QK_NORM_SCOPES, QK_NORMS
 from ..ffn import FFN_ACTIVATIONS, FFN_KINDS, glu_hidden_size
@@ -106,7 +106,7 @@ def validate(c: Any) -> None:
                 f"global_every ({c.global_every}) needs sliding_window: it says which "
                 "layers skip the window"
             )
-    if not 0.0 <= c.dropout < 1.0:
+    if not 0.0 <= check_real(c.dropout, "dropout") < 1.0:
         raise ValueError(f"dropout must be in [0, 1), got {c.dropout}")
     check_positive(c.z_loss_weight, "z_loss_weight", allow_zero=True)
     check_layer_features(c)

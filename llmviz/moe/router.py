@@ -35,7 +35,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._checks import check_choice, check_positive, check_positive_int, check_real, check_tensor
+from .._checks import (check_choice, check_dtype_matches, check_positive, check_positive_int,
+                       check_real, check_tensor)
 
 __all__ = ["SCORE_KINDS", "Routing", "route", "Router", "balance_bias_update", "check_top_k", "check_groups"]
 
@@ -78,6 +79,7 @@ class Routing:
 def check_top_k(top_k: int, n_experts: int) -> int:
     """``top_k`` checked as an int in ``[1, n_experts]``."""
     check_positive_int(top_k, "top_k")
+    check_positive_int(n_experts, "n_experts")
     if top_k > n_experts:
         raise ValueError(
             f"top_k ({top_k}) must be <= n_experts ({n_experts}): a token cannot pick more "
@@ -261,6 +263,7 @@ class Router(nn.Module):
         check_tensor(x, "x", min_ndim=1, floating=True)
         if x.shape[-1] != self.d_model:
             raise ValueError(f"x has width {x.shape[-1]} but the router was built for d_model={self.d_model}")
+        check_dtype_matches(x, self.weight, "Router", low_precision_ok=self.score == "sigmoid")
         flat = x.reshape(-1, self.d_model)  # (N, C)
         if self.score == "sigmoid":  # DeepSeek-V3 computes these logits in float32
             work = torch.promote_types(x.dtype, torch.float32)

@@ -5,12 +5,15 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .._checks import check_real
+
 
 def upcast(x: Tensor) -> Tensor:
     return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
 
 
 def check_eps(eps: float) -> None:
+    check_real(eps, "eps")
     if not eps > 0:
         raise ValueError(
             f"eps must be positive (it keeps the square root away from zero), got {eps}; "

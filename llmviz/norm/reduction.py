@@ -41,12 +41,15 @@ def reduction_mask(
         ``(B, T, C)`` bool tensor, True where a cell enters the same mean and variance.
     """
     check_choice(kind, "kind", REDUCTION_KINDS)
+    if not isinstance(shape, (tuple, list)) or not isinstance(cell, (tuple, list)):
+        raise TypeError(f"shape and cell must be (B, T, C) triples, got {shape!r} and {cell!r}")
     if len(shape) != 3 or len(cell) != 3:
         raise ValueError(f"shape and cell must be (B, T, C) triples, got {shape} and {cell}")
     B, T, C = (check_positive_int(n, name) for n, name in zip(shape, ("B", "T", "C")))
     b, t, c = cell
     if not (0 <= b < B and 0 <= t < T and 0 <= c < C):
         raise ValueError(f"cell {tuple(cell)} is outside the shape (B, T, C) = {tuple(shape)}")
+    check_positive_int(n_groups, "n_groups")
     ib, it, ic = torch.meshgrid(torch.arange(B), torch.arange(T), torch.arange(C), indexing="ij")
     if kind in ("layer", "rms"):
         return (ib == b) & (it == t)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .._checks import check_positive_int, check_tensor
+from .._checks import check_positive_int, check_real, check_tensor
 from ._common import (
     affine,
     check_eps,
@@ -78,6 +78,7 @@ def batch_norm(
     for p, name in ((running_mean, "running_mean"), (running_var, "running_var"),
                     (weight, "weight"), (bias, "bias")):
         check_param(p, C, name)
+    check_real(momentum, "momentum")
     if not 0 < momentum <= 1:
         raise ValueError(f"momentum must be in (0, 1], got {momentum}")
     w = check_mask(mask, x)
@@ -191,6 +192,7 @@ class BatchNormSeq(nn.Module):
         super().__init__()
         check_positive_int(d, "d")
         check_eps(eps)
+        check_real(momentum, "momentum")
         if not 0 < momentum <= 1:
             raise ValueError(f"momentum must be in (0, 1], got {momentum}")
         self.d, self.eps, self.momentum = d, eps, momentum

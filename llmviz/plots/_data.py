@@ -19,9 +19,10 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from .._checks import check_int_in
 from ..attention.masks import query_positions
 
-__all__ = ["to_numpy", "select_weights", "query_key_labels", "color_limit", "color_range",
+__all__ = ["curve", "to_numpy", "select_weights", "query_key_labels", "color_limit", "color_range",
            "panel_inches"]
 
 
@@ -56,6 +57,7 @@ def select_weights(
                     f"layer=0..{len(weights) - 1}"
                 )
             layer = 0
+        check_int_in(layer, "layer", -len(weights))
         if not -len(weights) <= layer < len(weights):
             raise ValueError(f"layer={layer} is out of range for {len(weights)} layers")
         weights = weights[layer]
@@ -65,6 +67,7 @@ def select_weights(
         )
     w = to_numpy(weights)
     if w.ndim == 4:
+        check_int_in(batch, "batch", -w.shape[0])
         if not -w.shape[0] <= batch < w.shape[0]:
             raise ValueError(f"batch={batch} is out of range for batch size {w.shape[0]}")
         w = w[batch]
@@ -127,6 +130,18 @@ def color_range(values: np.ndarray, vmax: float | None) -> tuple[float, float]:
     return 0.0, color_limit(finite, vmax)
 
 
+def curve(values: Any, name: str, length: int | None = None) -> np.ndarray:
+    """``values`` as a non-empty 1-D float array (of ``length`` points when given): the x or
+    y values of one line, checked so that matplotlib never sees mismatched shapes."""
+    a = np.asarray(to_numpy(values), dtype=np.float64)
+    if a.ndim != 1 or a.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D sequence (N,), got shape {a.shape}")
+    if length is not None and a.size != length:
+        raise ValueError(f"{name} has {a.size} points but the offsets have {length}; pass one "
+                         "value per offset")
+    return a
+
+
 def panel_inches(panel_size: float | tuple[float, float]) -> tuple[float, float]:
     """``(width, height)`` of one panel from ``panel_size``: a number (square) or a pair."""
     if isinstance(panel_size, (int, float)) and not isinstance(panel_size, bool):
@@ -137,6 +152,6 @@ def panel_inches(panel_size: float | tuple[float, float]) -> tuple[float, float]
         raise TypeError(
             f"panel_size must be a number of inches or a (width, height) pair, got {panel_size!r}"
         )
-    if width <= 0 or height <= 0:
-        raise ValueError(f"panel_size must be positive, got {panel_size!r}")
+    if not (0 < width < 1000 and 0 < height < 1000):  # also refuses NaN and inf
+        raise ValueError(f"panel_size must be a positive finite number of inches, got {panel_size!r}")
     return width, height

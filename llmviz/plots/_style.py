@@ -40,6 +40,9 @@ PLOTLY_DIVERGING = "RdBu_r"
 def get_ax(ax: Any = None, *, figsize: tuple[float, float] = (6.0, 4.0)):
     """Return ``ax`` or a fresh Axes on a new figure of ``figsize`` inches."""
     if ax is None:
+        if (not isinstance(figsize, (tuple, list)) or len(figsize) != 2
+                or not all(isinstance(v, (int, float)) and 0 < v < 1000 for v in figsize)):
+            raise ValueError(f"figsize must be a (width, height) pair of positive inches, got {figsize!r}")
         _, ax = plt.subplots(figsize=figsize, layout="constrained")
     return ax
 

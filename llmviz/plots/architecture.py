@@ -15,6 +15,7 @@ from matplotlib.ticker import FuncFormatter
 
 from ..analysis.parameters import count_parameters, kv_cache_bytes_for
 from ..model.config import ModelConfig
+from .._checks import check_int_in
 from ._style import PALETTE, get_ax
 
 __all__ = [
@@ -221,6 +222,7 @@ def plot_adoption(df=None, *, column: str = "norm", ax=None, top: int = 4):
         raise ValueError(f"column {column!r} is not in the table; choose one of {list(df.columns)}")
     ax = get_ax(ax)
     values = df[column].astype(str)
+    check_int_in(top, "top", 1)
     common = values.value_counts().index[:top]
     values = values.where(values.isin(common), "other")
     counts = df.assign(_v=values).groupby(["year", "_v"]).size().unstack(fill_value=0)
@@ -241,6 +243,10 @@ def plot_adoption(df=None, *, column: str = "norm", ax=None, top: int = 4):
 
 def plot_adoption_grid(df=None, *, columns: Sequence[str] = ("norm", "placement", "position", "activation")):
     """One :func:`plot_adoption` panel per column; returns the Figure."""
+    if isinstance(columns, str) or not isinstance(columns, Sequence) or not columns:
+        raise TypeError(
+            f"columns must be a non-empty sequence of zoo columns, got {columns!r}; e.g. ('norm',)"
+        )
     n = len(columns)
     cols = min(n, 2)
     rows = (n + cols - 1) // cols

@@ -91,6 +91,8 @@ def plot_state(state: Any, *, ax: Any = None, title: str | None = None):
     if s.ndim != 2:
         raise ValueError(f"state must be one head's (D_k, D_v) matrix, got shape {s.shape}; "
                          f"index batch and head first, e.g. S[0, 0]")
+    if s.size == 0 or not np.isfinite(s).all():
+        raise ValueError(f"state {s.shape} must be non-empty and finite (no NaN/inf) to draw")
     ax = get_ax(ax, figsize=(3.2, 3.0))
     vmax = float(np.abs(s).max()) or 1.0
     ax.imshow(s, cmap=DIVERGING, vmin=-vmax, vmax=vmax)

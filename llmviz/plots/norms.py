@@ -23,6 +23,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
+from .._checks import check_int_in, check_positive, check_real, check_real_in
 from ..ffn import activation_curve
 from ..norm.reduction import reduction_mask
 from ._data import to_numpy
@@ -68,10 +69,17 @@ def plot_distribution(
     Returns:
         The Axes.
     """
-    ax = get_ax(ax)
+    check_int_in(bins, "bins", 1)
+    check_real_in(outlier_sigma, "outlier_sigma", 0.0)
     v = to_numpy(values).ravel()
     if v.size == 0:
         raise ValueError("values is empty: nothing to draw")
+    if not np.isfinite(v).all():
+        raise ValueError(
+            f"values hold {int((~np.isfinite(v)).sum())} NaN/inf entries; a histogram needs "
+            "finite numbers: drop them first (e.g. values[torch.isfinite(values)])"
+        )
+    ax = get_ax(ax)
     lo, hi = float(v.min()), float(v.max())
     if lo == hi:
         lo, hi = lo - 0.5, hi + 0.5
@@ -137,6 +145,12 @@ def plot_norm_axes(
     Returns:
         The Figure, one 3D axes per kind; each Axes has ``llmviz_mask`` set to the mask drawn.
     """
+    if isinstance(kinds, str) or not isinstance(kinds, Sequence) or not kinds:
+        raise TypeError(f"kinds must be a non-empty sequence of norm kinds, got {kinds!r}")
+    if not isinstance(shape, (tuple, list)) or len(shape) != 3:
+        raise TypeError(f"shape must be a (B, T, D) triple of sizes, got {shape!r}")
+    for size in shape:
+        check_int_in(size, "shape", 1, 12)
     n = len(kinds)
     fig = plt.figure(figsize=(3.2 * n, 3.4), layout="constrained")
     for i, kind in enumerate(kinds):
@@ -177,7 +191,19 @@ def plot_activations(
     Returns:
         The Figure (1 or 2 axes, one line per activation on each).
     """
-    x = torch.linspace(*x_range, n, dtype=torch.float64)
+    check_int_in(n, "n", 2)
+    check_positive(beta, "beta")
+    if not isinstance(x_range, (tuple, list)) or len(x_range) != 2:
+        raise TypeError(f"x_range must be a (low, high) pair of numbers, got {x_range!r}")
+    low, high = (check_real(v, "x_range") for v in x_range)
+    if not low < high:
+        raise ValueError(f"x_range must be (low, high) with low < high, got {tuple(x_range)}")
+    if isinstance(names, str) or not isinstance(names, Sequence) or not names:
+        raise TypeError(
+            f"names must be a non-empty sequence of activation names, got {names!r}; "
+            "e.g. ('relu', 'gelu')"
+        )
+    x = torch.linspace(low, high, n, dtype=torch.float64)
     fig, axes = plt.subplots(1, 2 if derivative else 1, figsize=(10 if derivative else 5.5, 3.6),
                              layout="constrained")
     axes = np.atleast_1d(axes)

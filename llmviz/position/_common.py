@@ -60,6 +60,13 @@ def positions_for(x: torch.Tensor, positions: torch.Tensor | None) -> torch.Tens
         raise ValueError(
             f"per-sequence positions (B, T) need x of shape (B, H, T, D), got {tuple(x.shape)}"
         )
+    if positions.ndim == 2 and positions.shape[0] not in (1, x.shape[0]):
+        raise ValueError(
+            f"positions has batch {positions.shape[0]} but x has batch B={x.shape[0]} (x shape "
+            f"{tuple(x.shape)}); pass (B, T) positions with the same B, or (T,) shared by all"
+        )
+    if positions.is_complex() or positions.dtype == torch.bool:
+        raise TypeError(f"positions must be integer or real, got dtype {positions.dtype}")
     return positions.to(x.device)
 
 

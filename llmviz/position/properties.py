@@ -21,6 +21,7 @@ from typing import Callable, Sequence
 
 import torch
 
+from .._checks import check_positive_int
 from .alibi import alibi_slopes
 from .relative import T5RelativeBias, t5_relative_bucket
 from .rope import apply_rope
@@ -149,6 +150,11 @@ def book_schemes(*, d: int = 64, n_heads: int = 8, seed: int = 0) -> list[Positi
 
     Content is held fixed (one random query/key vector, seeded), so only positions vary.
     """
+    check_positive_int(d, "d")
+    if d % 2:
+        raise ValueError(f"d must be even (RoPE and sinusoidal pair the features), got {d}")
+    check_positive_int(n_heads, "n_heads")
+    check_positive_int(seed, "seed", allow_zero=True)
     g = torch.Generator().manual_seed(seed)
     q = torch.randn(d, generator=g)
     k = torch.randn(d, generator=g)

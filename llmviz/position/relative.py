@@ -24,6 +24,7 @@ from torch import nn
 
 from .._checks import check_positive_int, check_tensor
 from ..attention._blocked import blocked_rows, dead_keys
+from ..attention._checks import check_mask
 from ..attention.masks import query_positions
 
 __all__ = [
@@ -80,6 +81,11 @@ class ShawRelativePosition(nn.Module):
     def score_bias(self, q: torch.Tensor, S: int | None = None) -> torch.Tensor:
         """The position part of the scores, ``q_i . a_ij``: q (B, H, T, D) -> (B, H, T, S)."""
         check_tensor(q, "q", ndim=4, floating=True)
+        if q.shape[-1] != self.head_dim:
+            raise ValueError(
+                f"q has head dim {q.shape[-1]} (shape {tuple(q.shape)}) but this "
+                f"ShawRelativePosition was built for head_dim={self.head_dim}"
+            )
         T = q.shape[-2]
         idx = shaw_relative_index(T, S, max_distance=self.max_distance, device=q.device)
         a = self.rel_k.to(q.dtype)[idx]  # (T, S, D)
@@ -101,9 +107,26 @@ class ShawRelativePosition(nn.Module):
         and a zero output (the relative value term included), and keys no query may attend to
         never contribute, as in :func:`llmviz.attention.scaled_dot_product_attention`.
         """
-        check_tensor(k, "k", ndim=4, floating=True)
-        check_tensor(v, "v", ndim=4, floating=True)
+        for t, name in ((q, "q"), (k, "k"), (v, "v")):
+            check_tensor(t, name, ndim=4, floating=True)
+            if t.shape[-1] != self.head_dim:
+                raise ValueError(
+                    f"{name} has head dim {t.shape[-1]} (shape {tuple(t.shape)}) but this "
+                    f"ShawRelativePosition was built for head_dim={self.head_dim}; build it "
+                    f"with head_dim={t.shape[-1]} or reshape {name} to (B, H, T, {self.head_dim})"
+                )
+        if k.shape != v.shape or k.shape[:2] != q.shape[:2]:
+            raise ValueError(
+                f"q {tuple(q.shape)}, k {tuple(k.shape)} and v {tuple(v.shape)} must share "
+                "(B, H), and k and v their length S: expected q (B, H, T, D), k and v (B, H, S, D)"
+            )
+        if q.dtype != k.dtype or k.dtype != v.dtype:
+            raise TypeError(
+                f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}; "
+                "cast them with .to(q.dtype)"
+            )
         S = k.shape[-2]
+        check_mask(mask, (q.shape[0], q.shape[1], q.shape[2], S))
         if mask is not None:  # blocked keys never contribute, whatever they hold
             dead = dead_keys(mask, None)  # (b, 1, S, 1)
             k, v = k.masked_fill(dead, 0.0), v.masked_fill(dead, 0.0)
@@ -205,6 +228,7 @@ def t5_relative_bucket(
     else:
         distance = (-relative_position).clamp(min=0)  # past keys: distance i - j >= 0
     exact = num_buckets // 2
+    check_positive_int(max_distance, "max_distance")
     if max_distance <= exact:
         raise ValueError(
             f"max_distance ({max_distance}) must exceed the {exact} exact buckets "

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import torch
 
-from .._checks import check_choice, check_tensor
+from .._checks import check_choice, check_positive, check_real, check_tensor
 from ._common import base_inv_freq, check_rotary_dims, positions_for, seq_len_of
 from .rope_scaling import SCALING_KINDS, RopeScaling, scaled_frequencies
 
@@ -79,6 +79,7 @@ def rope_frequencies(
         multiplies cos and sin (1.0 except for YaRN).
     """
     dim = check_rotary_dims(head_dim, rotary_dim)
+    check_real(base, "base")
     if not base > 1:
         raise ValueError(f"base must be > 1, got {base}")
     if scaling is None:
@@ -124,6 +125,7 @@ def rope_cos_sin(
     else:
         angles = angles.repeat_interleave(2, dim=-1)  # (..., T, R)
     cos, sin = angles.cos(), angles.sin()
+    check_positive(attention_factor, "attention_factor")
     if attention_factor != 1.0:
         cos, sin = cos * attention_factor, sin * attention_factor
     if dtype is not None:
@@ -157,6 +159,17 @@ def apply_rotary(
     if rot % 2 or rot > x.shape[-1]:
         raise ValueError(
             f"cos/sin width R ({rot}) must be even and <= head dim D ({x.shape[-1]})"
+        )
+    check_tensor(cos, "cos", ndim=(2, 3), floating=True)
+    if cos.shape[-2] != x.shape[-2]:
+        raise ValueError(
+            f"cos/sin hold {cos.shape[-2]} positions but x has T={x.shape[-2]} (x shape "
+            f"{tuple(x.shape)}); build them from x's T positions"
+        )
+    if cos.ndim == 3 and (x.ndim < 3 or cos.shape[0] not in (1, x.shape[0])):
+        raise ValueError(
+            f"per-sequence cos/sin {tuple(cos.shape)} need x (B, H, T, D) or (B, T, D) with the "
+            f"same B, got x {tuple(x.shape)}; pass (T, R) tables to share them"
         )
     if cos.ndim == 3 and x.ndim == 4:
         cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, R): broadcast over heads

@@ -52,6 +52,7 @@ def sinusoidal_frequencies(
 ) -> torch.Tensor:
     """Angular frequency of each of the C/2 feature pairs: (C/2,) float32, fastest first."""
     _check_d_model(d_model)
+    check_real(base, "base")
     if not base > 1:
         raise ValueError(f"base must be > 1, got {base}")
     exponent = torch.arange(0, d_model, 2, device=device, dtype=torch.float32) / d_model
@@ -157,6 +158,7 @@ class SinusoidalPositionalEmbedding(nn.Module):
         super().__init__()
         _check_d_model(d_model)
         check_choice(layout, "layout", SINUSOIDAL_LAYOUTS)
+        sinusoidal_frequencies(2, base=base)  # checks base now, not at the first forward
         self.d_model, self.base, self.layout = d_model, float(base), layout
 
     def forward(self, positions: torch.Tensor) -> torch.Tensor:

@@ -41,6 +41,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         check_positive_int(self.steps, "steps")
+        check_positive_int(self.seed, "seed", allow_zero=True)
         check_positive(self.lr, "lr")
         check_positive_int(self.warmup, "warmup", allow_zero=True)
         if self.min_lr is None:

@@ -21,7 +21,7 @@ from typing import Iterable, NamedTuple, Sequence
 
 import torch
 
-from .._checks import check_choice, check_positive_int, check_tensor
+from .._checks import check_choice, check_positive_int, check_real, check_tensor
 
 __all__ = [
     "ByteTokenizer",
@@ -134,6 +134,7 @@ def train_val_split(
     """Split a ``(N,)`` token stream into a training head and a validation tail (no shuffling,
     so no window straddles the two parts)."""
     check_tensor(tokens, "tokens", ndim=1)
+    check_real(val_fraction, "val_fraction")
     if not 0.0 < val_fraction < 1.0:
         raise ValueError(f"val_fraction must lie strictly between 0 and 1, got {val_fraction}")
     n_val = int(round(len(tokens) * val_fraction))
@@ -270,7 +271,7 @@ def associative_recall(
     upper half. Only the last position (the query) counts in the mask.
     """
     check_positive_int(batch_size, "batch_size")
-    check_positive_int(n_pairs, "n_pairs")
+    check_positive_int(n_pairs, "n_pairs"), check_positive_int(vocab_size, "vocab_size")
     n_keys = vocab_size // 2
     _check_vocab(vocab_size, 2 * n_pairs, f"{n_pairs} distinct keys (keys use half the vocab)")
     keys = torch.stack(
@@ -316,7 +317,7 @@ def induction_task(
         periods: allowed periods, each in ``[2, min((seq_len + 1) // 2, vocab_size)]``, drawn
             uniformly per sequence; ``None``: the fixed layout.
     """
-    check_positive_int(batch_size, "batch_size")
+    check_positive_int(batch_size, "batch_size"), check_positive_int(seq_len, "seq_len")
     if seq_len < 3:
         raise ValueError(f"seq_len must be at least 3 for an induction task, got {seq_len}")
     _check_vocab(vocab_size, 2, "an induction task")

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._checks import check_positive, check_positive_int, check_tensor
+from .._checks import check_positive, check_positive_int, check_real, check_tensor
 
 __all__ = ["ByteNgram", "choose_order"]
 
@@ -199,6 +199,7 @@ def choose_order(tokens: Any, orders: Any = range(1, 7), *, holdout: float = 0.1
     all of ``tokens`` with the order returned.
     """
     stream = _as_stream(tokens, vocab_size, "tokens")
+    check_real(holdout, "holdout")
     if not 0 < holdout < 1:
         raise ValueError(f"holdout must lie strictly between 0 and 1, got {holdout}")
     orders = [check_positive_int(o, "each order") for o in orders]

@@ -133,6 +133,17 @@ _TITLE = """(out) => { const t = out.querySelector('.js-plotly-plot .gtitle');
                       return t ? t.textContent : null; }"""
 
 
+#: What a reader sees of the figure: its traces' data, its title and every axis range (the
+#: ranges plotly settles on, which a width-dependent constraint would change).
+_SNAPSHOT = """(out) => { const gd = out.querySelector('.js-plotly-plot');
+  if (!gd || !gd._fullLayout) { return null; }
+  const f = gd._fullLayout, axes = {};
+  Object.keys(f).filter(k => /^[xy]axis[0-9]*$/.test(k)).sort()
+    .forEach(k => { axes[k] = (f[k].range || []).map(v => Math.round(v * 1e6) / 1e6); });
+  return JSON.stringify({title: f.title && f.title.text, axes,
+    data: gd.data.map(t => [t.x, t.y, t.z, t.x0, t.dx, t.mode])}); }"""
+
+
 def test_live_explorer_follows_its_sliders(lab):
     from playwright.sync_api import sync_playwright
 
@@ -195,10 +206,16 @@ def test_live_explorer_follows_its_sliders(lab):
 
         problems = []
         for k, slider in enumerate(sliders):
+            first = output.evaluate(_SNAPSHOT)
             for key in ("ArrowRight", "ArrowLeft"):
                 text, value = press(slider, key)
                 if value not in text:
                     problems.append(f"slider {k} at {value}: figure title {text!r}")
+            page.wait_for_timeout(300)  # nothing stale may land afterwards
+            back = output.evaluate(_SNAPSHOT)
+            if back != first:  # away and back (the RoPE base: 10000 -> 100000 -> 10000)
+                problems.append(f"slider {k}: after sliding away and back the figure differs "
+                                f"from the one first shown:\n{first}\n{back}")
         # A held key: many presses while updates run; the figure must end on the last value.
         slider = sliders[1]
         handle = slider.query_selector(".noUi-handle")

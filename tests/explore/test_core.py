@@ -245,7 +245,7 @@ def _check_live_redraw(ex: Explorer, monkeypatch) -> None:
     # Move the first control to another of its values: the Output holds one new figure.
     c0, w0 = ex.controls[0], controls[0]
     new = next(v for v in reversed(c0.values) if v != c0.default)
-    w0.value = new
+    w0.value = list(w0.llmviz_values).index(new) if hasattr(w0, "llmviz_values") else new
     assert len(out.outputs) == 1
     second = out.outputs[0]["data"]["application/vnd.plotly.v1+json"]
     assert _same(_canon(second["data"]), _canon(ex.frame(**{c0.name: new}).traces))
@@ -325,3 +325,50 @@ def test_factories_lists_every_explorer_with_its_required_inputs():
             "norms.norm_explorer", "architecture.sampling_explorer"} <= set(found)
     assert found["position.rope_explorer"] == ()
     assert all(name.split(".")[1].endswith("_explorer") for name in found)
+
+
+def test_dropdown_never_shows_nothing_selected(monkeypatch):
+    """A control value of None (the linear explorer's "no softmax layers") is an option like
+    any other: the dropdown's own values are indices, so it never holds None (which the widget
+    shows as an empty box), and every option maps back to its control value."""
+    from llmviz.explore._render import widget_value
+    from llmviz.explore.linear import linear_explorer
+
+    _fake_kernel_output(monkeypatch)
+    ex = linear_explorer()
+    box = ex.live(background=False)
+    (ratio, *_), out = box.children[0].children, box.children[1]
+    assert None in ex.controls[0].values
+    seen = []
+    ratio.observe(lambda change: seen.append(change["new"]), names="value")
+    for i, value in enumerate(ex.controls[0].values):
+        ratio.value = i
+        assert widget_value(ratio) == value and ratio.index == i and ratio.label
+        title = out.outputs[0]["data"]["application/vnd.plotly.v1+json"]["layout"]["title"]["text"]
+        assert title == ex.frame(ratio=value).layout["title.text"]
+    default = ex.controls[0].default_index
+    assert seen == list(range(len(ex.controls[0].values)))[1 if default == 0 else 0:]
+
+
+def test_square_panels_keep_their_ranges_at_any_width():
+    """An explorer panel held square (``scaleanchor``) must shrink its domain, not change its
+    ranges, with the figure's width: the live face draws its first figure before the page
+    lays it out, so a width-dependent range made the RoPE explorer's first figure differ from
+    the same values drawn again after sliding away and back."""
+    from llmviz.explore import factories
+
+    checked = 0
+    for _, make, args in factories():
+        try:
+            ex = make(*args)
+        except TypeError:  # needs data (weights_explorer, whose panels are not square)
+            continue
+        layout = ex._base_layout()
+        for name, axis in layout.items():
+            if isinstance(axis, dict) and "scaleanchor" in axis:
+                anchor = axis["scaleanchor"]
+                other = layout.get(anchor[0] + "axis" + anchor[1:], {})
+                assert axis.get("constrain") == "domain" and other.get("constrain") == "domain", \
+                    f"{make.__name__}: {name} and its anchor need constrain='domain'"
+                checked += 1
+    assert checked >= 3

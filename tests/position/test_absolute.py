@@ -98,9 +98,9 @@ def test_learned_lookup_and_limit():
     assert out.shape == (2, 2, 4)
     out.sum().backward()
     assert emb.weight.grad is not None and emb.weight.grad[3].abs().sum() > 0
-    with pytest.raises(IndexError, match=r"position 8 is past the learned table: max_positions is 8"):
+    with pytest.raises(ValueError, match=r"position 8 is past the learned table: max_positions is 8"):
         emb(torch.arange(9))
-    with pytest.raises(IndexError, match=r"positions must be >= 0, got -1"):
+    with pytest.raises(ValueError, match=r"positions must be >= 0, got -1"):
         emb(torch.tensor([-1]))
     with pytest.raises(TypeError, match=r"positions must be integers"):
         emb(torch.tensor([0.5]))

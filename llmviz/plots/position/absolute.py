@@ -12,7 +12,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .._data import to_numpy
+from ..._checks import check_int_in
+from .._data import curve, to_numpy
 from .._style import DIVERGING, PALETTE, get_ax
 
 __all__ = [
@@ -48,9 +49,14 @@ def plot_sinusoidal_waves(
     pe: Any, dims: Sequence[int], *, ax=None, title: str | None = None
 ):
     """Selected columns of the encoding against position, one line per dimension."""
-    ax = get_ax(ax, figsize=(7.0, 3.5))
     table = to_numpy(pe)
+    if table.ndim != 2:
+        raise ValueError(f"pe must be a (T, C) table, got shape {table.shape}")
+    if isinstance(dims, (str, bytes)) or not isinstance(dims, Sequence) or not dims:
+        raise TypeError(f"dims must be a non-empty sequence of feature indices, got {dims!r}")
+    ax = get_ax(ax, figsize=(7.0, 3.5))
     for k, d in enumerate(dims):
+        check_int_in(d, "dims[k]", 0)
         if not 0 <= d < table.shape[1]:
             raise ValueError(f"dimension {d} is out of range for C={table.shape[1]}")
         ax.plot(np.arange(table.shape[0]), table[:, d], color=PALETTE[k % len(PALETTE)],
@@ -79,16 +85,17 @@ def plot_score_vs_offset(
         scores: (N,), (K, N) or a list of K (N,) curves.
         labels: K legend labels.
     """
-    ax = get_ax(ax, figsize=(7.0, 3.5))
-    x = to_numpy(offsets)
+    x = curve(offsets, "offsets")
     if isinstance(scores, (list, tuple)):
         curves = list(scores)
     else:
         arr = to_numpy(scores)
         curves = [arr] if arr.ndim == 1 else list(arr)  # (N,) or (K, N): K curves
+    curves = [curve(y, "scores", len(x)) for y in curves]
+    ax = get_ax(ax, figsize=(7.0, 3.5))
     for k, y in enumerate(curves):
         label = labels[k] if labels else None
-        ax.plot(x, to_numpy(y), color=PALETTE[k % len(PALETTE)], label=label, lw=1.4)
+        ax.plot(x, y, color=PALETTE[k % len(PALETTE)], label=label, lw=1.4)
     ax.axhline(0, color="#999", lw=0.6)
     ax.set_xlabel("offset")
     ax.set_ylabel(ylabel)
@@ -137,6 +144,7 @@ def plot_binary_counter(n_positions: int, n_bits: int = 4, *, ax=None):
     """
     if isinstance(n_positions, bool) or not isinstance(n_positions, int) or n_positions < 2:
         raise ValueError(f"n_positions must be an int >= 2, got {n_positions!r}")
+    check_int_in(n_bits, "n_bits", 1, 16)
     ax = get_ax(ax, figsize=(7.0, 0.9 + 0.8 * n_bits))
     ints = np.arange(n_positions)
     fine = np.linspace(0, n_positions - 1, 40 * n_positions)

@@ -164,6 +164,8 @@ def plot_alibi_bias(
     b = to_numpy(bias)
     if b.ndim != 3:
         raise ValueError(f"bias must be (H, T, S), got shape {b.shape}")
+    if b.size == 0 or np.isnan(b).all():
+        raise ValueError(f"bias {b.shape} holds no number to draw (empty or all NaN)")
     H, T, S = b.shape
     heads = list(range(H)) if heads is None else list(heads)
     if mask_future:

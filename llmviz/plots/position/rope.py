@@ -15,7 +15,8 @@ from typing import Any, Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .._data import to_numpy
+from ..._checks import check_int_in
+from .._data import curve, to_numpy
 from .._style import PALETTE, SEQUENTIAL, get_ax
 
 __all__ = [
@@ -112,7 +113,8 @@ def clock_positions(inv_freq: Any, pairs: Sequence[int], *, n_hands: int = 8) ->
 
 
 def _spiral_points(inv_freq: Any, pair: int, positions: Any) -> tuple[np.ndarray, ...]:
-    freqs = to_numpy(inv_freq)
+    freqs = curve(inv_freq, "inv_freq")
+    check_int_in(pair, "pair", 0)
     if not 0 <= pair < freqs.size:
         raise ValueError(f"pair {pair} is out of range: there are {freqs.size} pairs")
     pos = to_numpy(positions)
@@ -196,12 +198,15 @@ def plot_rope_decay(offsets: Any, bound: Any, actual: Any | Sequence[Any], *, ax
     ``normalise=True`` divides every curve by its own largest absolute value, so the *shapes*
     can be compared when the bound is far above the scores (it usually is).
     """
-    ax = get_ax(ax, figsize=(7.0, 3.8))
-    x = to_numpy(offsets)
+    x = curve(offsets, "offsets")
     actual_list = list(actual) if isinstance(actual, (list, tuple)) else [actual]
+    curve(bound, "bound", len(x))
+    for y in actual_list:
+        curve(y, "actual", len(x))
+    ax = get_ax(ax, figsize=(7.0, 3.8))
 
     def prep(y: Any) -> np.ndarray:
-        y = to_numpy(y)
+        y = curve(y, "curve")
         return y / (np.abs(y).max() or 1.0) if normalise else y
 
     for k, y in enumerate(actual_list):
