@@ -25,7 +25,7 @@ import torch
 from ..evidence import Experiment
 
 __all__ = ["VARIANTS", "MOE_VARIANTS", "SEEDS", "SIZES", "MOE", "variants", "moe_run", "router_grad_norm",
-           "data", "bigram_loss"]
+           "data", "bigram_loss", "eval_windows"]
 
 VARIANTS = ("dense", "dense 4x FFN", "MoE, no balancing", "MoE + balancing loss",
             "MoE + bias balancing")
@@ -66,7 +66,8 @@ def data():
     return train_val_split(ByteTokenizer().encode(load_corpus("prose")), 0.1)
 
 
-def _val_windows(seq_len, val_windows, **_):
+def eval_windows(*, seq_len, val_windows, **_):
+    """The held-out windows every model is scored on: ``(val_windows, seq_len)`` bytes."""
     _, val = data()
     return val[: len(val) // seq_len * seq_len].view(-1, seq_len)[:val_windows]
 
@@ -79,7 +80,7 @@ def bigram_loss(**params) -> float:
     from ..training.ngram import ByteNgram
 
     train_tokens, _ = data()
-    windows = _val_windows(**params)
+    windows = eval_windows(**params)
     model = ByteNgram(order=2).fit(train_tokens)
     return float(np.mean([model.nll(w).mean() for w in windows]))
 
@@ -119,7 +120,7 @@ def moe_run(variant: str, seed: int, *, prefix: int | None = None, save_to: str 
     dev = best_device()
     steps = params["steps"] if prefix is None else min(int(prefix), params["steps"])
     train_tokens, _ = data()
-    windows = _val_windows(**params).to(dev)
+    windows = eval_windows(**params).to(dev)
     probe = windows[:32, :-1]
     torch.manual_seed(seed)
     model = DecoderLM(configs[variant]).to(dev)

@@ -30,7 +30,7 @@ SEEDS = (0, 1, 2)
 _COMMON = dict(n_keys=16, n_values=64, n_layers=2, n_heads=4, lr=1e-2, warmup=20,
                eval_size=512)
 SIZES = {
-    "cpu": dict(_COMMON, n_pairs=8, n_queries=8, d_model=32, steps=40, batch=32, eval_every=20),
+    "cpu": dict(_COMMON, n_pairs=8, n_queries=8, d_model=32, steps=150, batch=32, eval_every=50),
     "long": dict(_COMMON, n_pairs=8, n_queries=8, d_model=32, steps=600, batch=32,
                  eval_every=100),
 }
