@@ -156,6 +156,8 @@ def moe_run(variant: str, seed: int, *, prefix: int | None = None, save_to: str 
         curve += [hist.metrics["m.loss"][i] for i in keep]
         for key in course:
             course[key] += [hist.metrics[f"m.{key}"][i] for i in keep]
+    if prefix is not None:  # what is measured at fixed steps only (the reproducibility check)
+        return {"curve": curve, "course": course} if moe else {"curve": curve}
     model.eval()
     if save_to is not None:
         torch.save(model.state_dict(), save_to)

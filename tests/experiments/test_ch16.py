@@ -36,7 +36,9 @@ def test_variants_match_active_compute_and_total_ffn():
 def test_moe_run_prefix_returns_its_curve_and_load():
     params = dict(PARAMS, val_windows=8, eval_every=2)
     out = ch16.moe_run("MoE + bias balancing", 0, prefix=2, **params)
+    assert set(out) == {"curve", "course"}  # a prefix returns only what is measured at fixed steps
     assert len(out["curve"]) == 2 and set(out["course"]) == {f"e{e}" for e in range(ch16.N_EXPERTS)}
+    out = ch16.moe_run("MoE + bias balancing", 0, **dict(params, steps=2))
     for shares in out["load"].values():
         assert sum(shares) == pytest.approx(1.0)
     with pytest.raises(ValueError, match="variant='sparse' is not one of"):

@@ -59,6 +59,7 @@ def test_variants_have_matched_parameters_and_a_run_records_its_curve():
     spread = (max(counts.values()) - min(counts.values())) / min(counts.values())
     assert spread < 0.05, counts
     again = ch19.recall_run("deltanet", 0, prefix=1, **p)
+    assert set(again) == {"curve"}  # a prefix returns only what is measured at fixed steps
     assert again["curve"] == pytest.approx(ch19.recall_run("deltanet", 0, **p)["curve"][:2])
 
 
