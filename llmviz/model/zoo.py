@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-__all__ = ["ZooEntry", "ZOO", "zoo_table", "BLOCKS", "SERIAL", "PARALLEL_ONE_NORM",
+__all__ = ["ZooEntry", "ZOO", "zoo_table", "PUBLISHED", "PublishedConfig", "published_config", "BLOCKS", "SERIAL", "PARALLEL_ONE_NORM",
            "PARALLEL_TWO_NORMS", "UNSTATED", "DERIVED_COLUMNS"]
 
 SERIAL = "serial"  # h = x + Attn(N1(x)); y = h + FFN(N2(h))
@@ -219,15 +219,21 @@ ZOO: tuple[ZooEntry, ...] = (
        experts=16, experts_active=1, shared_experts=1, active_params_b=17.0, window=8192,
        local_global=(3, 1), nope_every=4),
     _e("SmolLM3 (3B)", 2025, "RMSNorm", SERIAL, "pre", "RoPE", "SwiGLU", (), 3.08,
-       36, 2048, 16, 4, "Hugging Face 2025, SmolLM3 release; HF transformers SmolLM3Config "
-       "defaults (no_rope_layer_interval 4; tied embeddings)", nope_every=4,
+       36, 2048, 16, 4, "Hugging Face 2025, SmolLM3 release; HuggingFaceTB/SmolLM3-3B config.json "
+       "(no_rope_layer_interval 4; RoPE base 5e6; tied embeddings)", nope_every=4,
        extras=("tied input and output embeddings",)),
     _e("gpt-oss (120B)", 2025, "RMSNorm", SERIAL, "pre", "RoPE", "SwiGLU", (), 116.8,
-       36, 2880, 64, 8, "OpenAI 2025, gpt-oss-120b and gpt-oss-20b model card; HF transformers "
-       "GptOssConfig defaults (128 experts, top-4; sliding window 128 on every other layer; "
+       36, 2880, 64, 8, "OpenAI 2025, gpt-oss-120b and gpt-oss-20b model card; openai/gpt-oss-120b "
+       "config.json (128 experts, top-4; sliding window 128 on every other layer; "
        "learned sinks; 5.1B active parameters per token)",
        attention="GQA, 1 local (128) : 1 global", extras=("biases in the attention projections",),
        experts=128, experts_active=4, active_params_b=5.1, window=128, local_global=(1, 1),
+       sinks=True),
+    _e("gpt-oss (20B)", 2025, "RMSNorm", SERIAL, "pre", "RoPE", "SwiGLU", (), 20.9,
+       24, 2880, 64, 8, "OpenAI 2025, gpt-oss model card; openai/gpt-oss-20b config.json (32 "
+       "experts, top-4; 3.6B active parameters per token)",
+       attention="GQA, 1 local (128) : 1 global", extras=("biases in the attention projections",),
+       experts=32, experts_active=4, active_params_b=3.6, window=128, local_global=(1, 1),
        sinks=True),
     _e("Kimi K2 (1T)", 2025, "RMSNorm", SERIAL, "pre", "RoPE", "SwiGLU", ("QK-clip",), 1040.0,
        61, 7168, 64, None, "Kimi Team 2025 (Kimi K2 technical report), Section 2 (DeepSeek-V3's "
@@ -236,7 +242,7 @@ ZOO: tuple[ZooEntry, ...] = (
        experts=384, experts_active=8, shared_experts=1, active_params_b=32.0, latent_kv_rank=512),
     _e("Qwen3-Next (80B-A3B)", 2025, "RMSNorm", SERIAL, "pre", "RoPE", "SwiGLU",
        ("QK-norm", "zero-centred, weight-decayed norm weights"), 80.0, 48, 2048, 16, 2,
-       "Qwen Team 2025, Qwen3-Next release; HF transformers Qwen3NextConfig defaults (3 Gated "
+       "Qwen Team 2025, Qwen3-Next release; Qwen/Qwen3-Next-80B-A3B-Instruct config.json (3 Gated "
        "DeltaNet layers : 1 gated-attention layer; 512 experts, 10 per token, plus a shared one; "
        "RoPE on 25% of head dims)", attention="GQA on 1 layer in 4, Gated DeltaNet on the rest",
        extras=("RoPE on a quarter of each head's dims",), experts=512, experts_active=10,
@@ -337,3 +343,6 @@ def zoo_table(entries: tuple[ZooEntry, ...] | None = None):
     df["aspect"] = df["d_model"] / df["n_layers"]
     df["d_model_per_head"] = df["d_model"] / df["n_heads"]
     return df[[f.name for f in fields(ZooEntry)] + list(DERIVED_COLUMNS)]
+
+
+from .published import PUBLISHED, PublishedConfig, published_config  # noqa: E402  (re-exported)

@@ -30,7 +30,7 @@ from ..attention.deltanet import GatedDeltaNet
 from ..attention.linear import l2_normalize, linear_attention
 from .data import Task
 
-__all__ = ["multi_query_recall", "recall_accuracy", "PlainLinearAttention", "recall_model",
+__all__ = ["multi_query_recall", "recall_accuracy", "recall_by_position", "no_recall_baseline", "PlainLinearAttention", "recall_model",
            "hybrid_layers", "init_gate_step", "MIXER_VARIANTS"]
 
 #: The variants :func:`recall_model` builds.
@@ -44,6 +44,7 @@ def multi_query_recall(
     n_queries: int | None = None,
     n_keys: int = 16,
     n_values: int = 16,
+    replace: bool = False,
     generator: torch.Generator | None = None,
     device: torch.device | str | None = None,
 ) -> Task:
@@ -52,7 +53,10 @@ def multi_query_recall(
     Args:
         n_pairs: key-value pairs stated first (distinct keys), at most ``n_keys``.
         n_queries: keys asked again afterwards, distinct, at most ``n_pairs`` (None: all of them,
-            in a shuffled order).
+            in a shuffled order). With ``replace=True`` any number, drawn with replacement.
+        replace: draw the queried keys with replacement, so that a key may be asked twice and
+            another never: then no answer follows from the values already asked (elimination,
+            see :func:`no_recall_baseline`), and only a lookup of the key helps.
 
     Returns:
         A :class:`Task` of length ``T = 2 * (n_pairs + n_queries) - 1``, vocabulary size
@@ -66,12 +70,15 @@ def multi_query_recall(
     if n_pairs > n_keys:
         raise ValueError(f"n_pairs={n_pairs} distinct keys need n_keys >= {n_pairs}, got "
                          f"n_keys={n_keys}; raise n_keys or lower n_pairs")
-    if n_queries > n_pairs:
+    if n_queries > n_pairs and not replace:
         raise ValueError(f"n_queries={n_queries} distinct queries need n_pairs >= {n_queries}, "
-                         f"got n_pairs={n_pairs}")
+                         f"got n_pairs={n_pairs}; or pass replace=True")
     keys = torch.rand(batch_size, n_keys, generator=generator).argsort(-1)[:, :n_pairs]
     values = n_keys + torch.randint(0, n_values, (batch_size, n_pairs), generator=generator)
-    pick = torch.rand(batch_size, n_pairs, generator=generator).argsort(-1)[:, :n_queries]
+    if replace:
+        pick = torch.randint(0, n_pairs, (batch_size, n_queries), generator=generator)
+    else:
+        pick = torch.rand(batch_size, n_pairs, generator=generator).argsort(-1)[:, :n_queries]
     rows = torch.arange(batch_size)[:, None]
     pairs = torch.stack([keys, values], 2).reshape(batch_size, 2 * n_pairs)
     asked = torch.stack([keys[rows, pick], values[rows, pick]], 2).reshape(batch_size, 2 * n_queries)
@@ -102,6 +109,63 @@ def recall_accuracy(model: torch.nn.Module, task: Task, *, per_sequence: bool = 
     if per_sequence:
         return hit.sum(1).float() / task.mask.sum(1).clamp_min(1).float()
     return hit.sum().float() / task.mask.sum().clamp_min(1).float()
+
+
+@torch.no_grad()
+def recall_by_position(model: torch.nn.Module, task: Task) -> Tensor:
+    """Accuracy at each query position (the masked positions in order): ``(n_queries,)``.
+
+    Every sequence of a :func:`multi_query_recall` task has its queries at the same positions.
+    """
+    if not isinstance(task, Task):
+        raise TypeError(f"task must be a Task (inputs, targets, mask), got {type(task).__name__}; "
+                        "build one with multi_query_recall")
+    was = model.training
+    model.eval()
+    out = model(task.inputs)
+    model.train(was)
+    logits = out.logits if hasattr(out, "logits") else out
+    pos = task.mask[0].nonzero().flatten()
+    if not bool((task.mask == task.mask[0]).all()):
+        raise ValueError("recall_by_position needs the query positions shared by every sequence")
+    return (logits[:, pos].argmax(-1) == task.targets[:, pos]).float().mean(0)
+
+
+def no_recall_baseline(task: Task, n_pairs: int) -> Tensor:
+    """Per query position, the accuracy of the best answer that never matches a key.
+
+    A model that has not learnt the lookup can still use what it sees: the values stated in the
+    first ``n_pairs`` pairs, and the values already given in the query half. Two such strategies
+    are scored exactly (in expectation over their random choice), and the better one is
+    returned at each position: *elimination*, a uniform guess among the stated values not yet
+    asked (strong when every key is asked once: the last query is then always right), and
+    *frequency*, the most common stated value (strong when values repeat). ``(n_queries,)``.
+    """
+    if not isinstance(task, Task):
+        raise TypeError(f"task must be a Task, got {type(task).__name__}")
+    inp, tgt = task.inputs.cpu(), task.targets.cpu()
+    pos = task.mask[0].nonzero().flatten().cpu()
+    stated = inp[:, 1:2 * n_pairs:2]  # (B, P) the values of the stated pairs
+    if stated.shape[1] != n_pairs or len(pos) == 0 or int(pos[0]) != 2 * n_pairs:
+        raise ValueError(f"n_pairs={n_pairs} does not match the task's layout (first query at "
+                         f"position {int(pos[0]) if len(pos) else None}, expected {2 * n_pairs})")
+    B = inp.shape[0]
+    rows = torch.arange(B)
+    same = (stated[:, :, None] == stated[:, None, :]).sum(-1)  # (B, P) copies of each value
+    top = same.max(1).values  # copies of the most common value
+    n_modes = torch.tensor([stated[b][same[b] == top[b]].unique().numel() for b in range(B)])
+    remaining = torch.ones(B, n_pairs, dtype=torch.bool)
+    out = torch.zeros(len(pos))
+    for j, p in enumerate(pos.tolist()):
+        target = tgt[:, p]
+        is_target = stated == target[:, None]
+        match = is_target & remaining
+        elim = match.sum(1).float() / remaining.sum(1).clamp_min(1).float()
+        mode = (is_target.sum(1) == top).float() / n_modes.float()  # a mode, guessed among modes
+        out[j] = torch.maximum(elim.mean(), mode.mean())
+        has = match.any(1)  # the asked pair leaves the pool (one copy of its value)
+        remaining[rows[has], match.float().argmax(1)[has]] = False
+    return out
 
 
 class PlainLinearAttention(GatedDeltaNet):

@@ -13,8 +13,10 @@ from llmviz.model.zoo import (
     SERIAL,
     UNSTATED,
     ZOO,
+    PUBLISHED,
     ZooEntry,
     _e,
+    published_config,
     zoo_table,
 )
 
@@ -112,9 +114,11 @@ def _hf_defaults():
     return {
         "DeepSeek-V3 (671B)": transformers.DeepseekV3Config(),
         "Llama 4 Scout (17B-16E)": transformers.Llama4TextConfig(),
-        "SmolLM3 (3B)": transformers.SmolLM3Config(),
-        "gpt-oss (120B)": transformers.GptOssConfig(),
-        "Qwen3-Next (80B-A3B)": transformers.Qwen3NextConfig(),
+        # these three cite their released config.json, held in llmviz.model.published
+        "SmolLM3 (3B)": published_config("SmolLM3 3B"),
+        "gpt-oss (120B)": published_config("gpt-oss-120b"),
+        "gpt-oss (20B)": published_config("gpt-oss-20b"),
+        "Qwen3-Next (80B-A3B)": published_config("Qwen3-Next 80B-A3B"),
         "OLMo 3 (7B)": transformers.Olmo3Config(),
         "Mixtral (8x7B)": transformers.MixtralConfig(),
         "Mistral (7B)": transformers.MistralConfig(),
@@ -133,13 +137,18 @@ def _ratio(layer_types, local, other):
 
 
 @pytest.mark.parametrize("name", ["DeepSeek-V3 (671B)", "Llama 4 Scout (17B-16E)", "SmolLM3 (3B)",
-                                  "gpt-oss (120B)", "Qwen3-Next (80B-A3B)", "OLMo 3 (7B)",
+                                  "gpt-oss (120B)", "gpt-oss (20B)", "Qwen3-Next (80B-A3B)",
+                                  "OLMo 3 (7B)",
                                   "Mixtral (8x7B)", "Mistral (7B)", "Qwen3.5 (35B-A3B)",
                                   "Mistral Small 4 (119B)"])
 def test_new_columns_agree_with_the_config_they_cite(name):
     c = _hf_defaults()[name]
     e = next(e for e in ZOO if e.name == name)
-    if name not in ("Mistral (7B)", "Mixtral (8x7B)"):  # these cite their papers; the rest, the class
+    cited = {p.zoo: p.source.split()[0] for p in PUBLISHED.values() if p.zoo}
+    cited["gpt-oss (20B)"] = PUBLISHED["gpt-oss-20b"].source.split()[0]
+    if name in cited and "config.json" in e.source:
+        assert cited[name] in e.source  # the released file, e.g. HuggingFaceTB/SmolLM3-3B
+    elif name not in ("Mistral (7B)", "Mixtral (8x7B)"):  # these cite their papers; the rest, the class
         assert type(c).__name__ in e.source
     assert (e.n_layers, e.d_model, e.n_heads) == (c.num_hidden_layers, c.hidden_size, c.num_attention_heads)
     if e.latent_kv_rank is None:
@@ -197,7 +206,7 @@ def test_derived_columns():
     assert _row(df, "Llama 4 Scout (17B-16E)")["pattern"].endswith("NoPE every 4")
     assert _row(df, "Qwen3-Next (80B-A3B)")["linear_softmax"] == "3:1"
     assert _row(df, "OLMo 2 (7B)")["qk_norm"] == "yes" and _row(df, "Llama 2 (7B)")["qk_norm"] == "no"
-    assert set(df.loc[df["sinks"], "name"]) == {"gpt-oss (120B)"}
+    assert set(df.loc[df["sinks"], "name"]) == {"gpt-oss (120B)", "gpt-oss (20B)"}
     assert set(df.loc[df["output_gate"], "name"]) == {"Qwen3-Next (80B-A3B)", "Qwen3.5 (35B-A3B)"}
     assert set(df.loc[df["mtp"] > 0, "name"]) == {"DeepSeek-V3 (671B)", "Qwen3-Next (80B-A3B)",
                                                   "Qwen3.5 (35B-A3B)"}

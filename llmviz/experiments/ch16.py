@@ -1,0 +1,177 @@
+"""Chapter 16's experiment: a mixture of experts against dense models at matched compute.
+
+Five byte-level models share width, depth, attention, data, seeds and batches
+(:func:`variants`): ``dense`` (one feed-forward network per layer), ``dense 4x FFN`` (one
+network four times as wide: the same total feed-forward parameters as four experts, the upper
+bound of what the extra capacity can buy on this data), and three mixtures of four experts of
+the dense width, each token sent to one: without balancing, with the Switch balancing loss, and
+with DeepSeek-V3's bias method. A token costs the same multiply-adds in the dense model and in
+every MoE (the router aside).
+
+Top-1 routing keeps Switch's *un-renormalised* gate: the chosen expert's output is scaled by
+its softmax probability ``p_i``. Renormalising one kept weight makes it exactly 1, and the
+language-model loss then sends no gradient to the router (:func:`router_grad_norm` measures
+both). :func:`moe_run` trains one variant on one seed and returns its held-out loss, the load
+of every layer's experts and the course of layer 0's load; :func:`bigram_loss` is the baseline
+the models must beat before their comparison means anything.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from ..evidence import Experiment
+
+__all__ = ["VARIANTS", "MOE_VARIANTS", "SEEDS", "SIZES", "MOE", "variants", "moe_run", "router_grad_norm",
+           "data", "bigram_loss", "eval_windows"]
+
+VARIANTS = ("dense", "dense 4x FFN", "MoE, no balancing", "MoE + balancing loss",
+            "MoE + bias balancing")
+MOE_VARIANTS = VARIANTS[2:]
+SEEDS = (0, 1, 2)
+N_EXPERTS = 4
+SIZES = {
+    "cpu": dict(d_model=64, d_ff=128, n_layers=2, steps=180, lr=3e-3, warmup=20, batch=16,
+                seq_len=64, eval_every=30, val_windows=128, aux_coef=0.01, bias_rate=1e-2),
+    "long": dict(d_model=64, d_ff=128, n_layers=2, steps=1200, lr=3e-3, warmup=20, batch=16,
+                 seq_len=64, eval_every=100, val_windows=128, aux_coef=0.01, bias_rate=1e-2),
+}
+
+
+def variants(*, d_model, d_ff, n_layers, aux_coef, bias_rate, normalize=False, **_) -> dict:
+    """``{name: ModelConfig}`` of the five models. ``normalize=True`` renormalises the kept
+    top-1 weight (the set-up that starves the router, kept for :func:`router_grad_norm`)."""
+    from ..model import ModelConfig
+
+    base = dict(vocab_size=256, d_model=d_model, n_layers=n_layers, n_heads=4, max_seq_len=128,
+                position="rope", d_ff=d_ff)
+    sparse = dict(n_experts=N_EXPERTS, experts_top_k=1, expert_d_ff=d_ff, moe_normalize=normalize)
+    return {
+        "dense": ModelConfig(**base),
+        "dense 4x FFN": ModelConfig(**{**base, "d_ff": N_EXPERTS * d_ff}),
+        "MoE, no balancing": ModelConfig(**base, **sparse),
+        "MoE + balancing loss": ModelConfig(**base, **sparse, router_aux_loss_coef=aux_coef),
+        "MoE + bias balancing": ModelConfig(**base, **sparse, moe_bias_balancing=True,
+                                            moe_bias_rate=bias_rate),
+    }
+
+
+@functools.lru_cache(maxsize=1)
+def data():
+    """``(train_tokens, val_tokens)`` of the byte corpus "prose" (90/10 split)."""
+    from ..training.data import ByteTokenizer, load_corpus, train_val_split
+
+    return train_val_split(ByteTokenizer().encode(load_corpus("prose")), 0.1)
+
+
+def eval_windows(*, seq_len, val_windows, **_):
+    """The held-out windows every model is scored on: ``(val_windows, seq_len)`` bytes."""
+    _, val = data()
+    return val[: len(val) // seq_len * seq_len].view(-1, seq_len)[:val_windows]
+
+
+def bigram_loss(**params) -> float:
+    """Held-out loss (nats/byte) of a byte bigram fitted on the training bytes, on the same
+    targets as the models (every byte of the evaluation windows after the first)."""
+    import numpy as np
+
+    from ..training.ngram import ByteNgram
+
+    train_tokens, _ = data()
+    windows = eval_windows(**params)
+    model = ByteNgram(order=2).fit(train_tokens)
+    return float(np.mean([model.nll(w).mean() for w in windows]))
+
+
+def router_grad_norm(config, seed: int = 0) -> float:
+    """Norm of layer 0's router gradient after one backward pass of the language-model loss
+    (no balancing term), on random bytes: 0.0 means the router cannot learn from the loss."""
+    from ..model import DecoderLM
+    from ..runtime import device as best_device
+
+    dev = best_device()
+    torch.manual_seed(seed)
+    model = DecoderLM(config).to(dev)
+    x = torch.randint(0, config.vocab_size, (4, 33), device=dev)
+    logits = model(x[:, :-1]).logits
+    torch.nn.functional.cross_entropy(logits.flatten(0, 1), x[:, 1:].flatten()).backward()
+    grad = model.layers[0].mlp.gate.weight.grad
+    return 0.0 if grad is None else float(grad.norm())
+
+
+def moe_run(variant: str, seed: int, *, prefix: int | None = None, save_to: str | None = None,
+            **params) -> dict:
+    """Train ``variant`` on ``seed``; return ``{"loss", "curve", "params"}`` and, for an MoE,
+    ``"imbalance"`` (busiest / mean load, mean over layers), ``"load"`` (``{"layer0": [share of
+    each expert], ...}`` on the held-out windows) and ``"course"`` (``{"e0": [layer 0's share
+    at step 0, eval_every, ...], ...}``). ``save_to``: a file to save the trained weights in."""
+    import numpy as np
+
+    from ..moe import load_imbalance
+    from ..model import DecoderLM
+    from ..runtime import device as best_device
+    from ..training import TrainConfig, train
+
+    configs = variants(**params)
+    if variant not in configs:
+        raise ValueError(f"variant={variant!r} is not one of {VARIANTS}")
+    dev = best_device()
+    steps = params["steps"] if prefix is None else min(int(prefix), params["steps"])
+    train_tokens, _ = data()
+    windows = eval_windows(**params).to(dev)
+    probe = windows[:32, :-1]
+    torch.manual_seed(seed)
+    model = DecoderLM(configs[variant]).to(dev)
+    moe = configs[variant].n_experts is not None
+
+    def val_loss(m):
+        with torch.no_grad():
+            out = m(windows[:, :-1])
+        return float(torch.nn.functional.cross_entropy(out.logits.float().flatten(0, 1),
+                                                       windows[:, 1:].flatten())), out
+
+    def shares(m):
+        with torch.no_grad():
+            load = m(probe).moe[0].load.float()
+        return (load / load.sum()).tolist()
+
+    def callback(step, m):
+        row = {"loss": val_loss(m)[0]}
+        if moe:
+            row.update({f"e{e}": s for e, s in enumerate(shares(m))})
+        return row
+
+    model.eval()
+    first = callback(0, model)
+    curve = [first["loss"]]
+    course = {f"e{e}": [first[f"e{e}"]] for e in range(N_EXPERTS)} if moe else {}
+    if steps > 0:
+        hist = train(model.train(), train_tokens, config=TrainConfig(
+            steps=steps, lr=params["lr"], warmup=params["warmup"], batch_size=params["batch"],
+            seq_len=params["seq_len"], eval_every=params["eval_every"], seed=seed, device=dev),
+            progress=False, callbacks={"m": callback})
+        keep = [i for i, s in enumerate(hist.metric_steps) if s % params["eval_every"] == 0]
+        curve += [hist.metrics["m.loss"][i] for i in keep]
+        for key in course:
+            course[key] += [hist.metrics[f"m.{key}"][i] for i in keep]
+    if prefix is not None:  # what is measured at fixed steps only (the reproducibility check)
+        return {"curve": curve, "course": course} if moe else {"curve": curve}
+    model.eval()
+    if save_to is not None:
+        torch.save(model.state_dict(), save_to)
+    loss, out = val_loss(model)
+    row = {"loss": loss, "curve": curve, "params": float(sum(p.numel() for p in model.parameters()))}
+    if moe:
+        row["imbalance"] = float(np.mean([load_imbalance(info.load) for info in out.moe]))
+        row["load"] = {f"layer{i}": (info.load.float() / info.load.sum()).tolist()
+                       for i, info in enumerate(out.moe)}
+        row["course"] = course
+    return row
+
+
+MOE = Experiment(
+    "ch16_moe", moe_run, variants=VARIANTS, seeds=SEEDS, sizes=SIZES, prefix=30,
+    description="byte-level MoE (Switch gate, top-1) against dense and dense 4x FFN at matched "
+                "active compute, with no balancing, the balancing loss, and bias balancing")

@@ -1,0 +1,139 @@
+"""Chapter 19's experiment: multi-query recall that only a lookup solves.
+
+The task (:func:`~llmviz.training.recall.multi_query_recall`) states ``n_pairs`` key-value
+pairs, then asks ``n_queries`` keys *drawn with replacement*: a key may be asked twice and
+another never, so the answer never follows from the values already asked (the elimination
+shortcut that solved the chapter's earlier four-pair task scores near its frequency floor here;
+:func:`~llmviz.training.recall.no_recall_baseline` computes it on the evaluation set).
+
+:func:`recall_run` trains one mixer (``softmax``, ``linear``, ``deltanet`` or ``hybrid``) on one
+seed and returns its accuracy, its accuracy per query position and its accuracy curve (at fixed
+steps from step 0, so a ``prefix`` of the run reproduces the start of a recorded curve).
+The linear layers' head width is chosen so each variant's parameters come closest to the softmax
+model's (:func:`matched_head`). :data:`RECALL` is the experiment; its ``long`` size is recorded
+(``python -m llmviz.evidence.records run ch19_recall --size long``), its ``cpu`` size runs live.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from ..evidence import Experiment
+
+__all__ = ["VARIANTS", "SEEDS", "SIZES", "RECALL", "recall_run", "eval_task", "baseline",
+           "matched_head"]
+
+VARIANTS = ("softmax", "linear", "deltanet", "hybrid")
+SEEDS = (0, 1, 2)
+_COMMON = dict(n_keys=16, n_values=64, n_layers=2, n_heads=4, lr=1e-2, warmup=20,
+               eval_size=512)
+SIZES = {
+    "cpu": dict(_COMMON, n_pairs=8, n_queries=8, d_model=32, steps=150, batch=32, eval_every=50),
+    "long": dict(_COMMON, n_pairs=8, n_queries=8, d_model=32, steps=600, batch=32,
+                 eval_every=100),
+}
+_EVAL_SEED = 12345
+
+
+def _task(n_pairs, n_queries, n_keys, n_values, batch, generator, device=None):
+    from ..training.recall import multi_query_recall
+
+    return multi_query_recall(batch_size=batch, n_pairs=n_pairs, n_queries=n_queries,
+                              n_keys=n_keys, n_values=n_values, replace=True,
+                              generator=generator, device=device)
+
+
+def eval_task(*, n_pairs, n_queries, n_keys, n_values, eval_size, device=None, **_):
+    """The fixed evaluation sequences (the same for every variant and seed)."""
+    return _task(n_pairs, n_queries, n_keys, n_values, eval_size,
+                 torch.Generator().manual_seed(_EVAL_SEED), device)
+
+
+def baseline(**params) -> list[float]:
+    """Accuracy per query position of the best answer that matches no key (on :func:`eval_task`)."""
+    from ..training.recall import no_recall_baseline
+
+    return no_recall_baseline(eval_task(**params), params["n_pairs"]).tolist()
+
+
+def _build(variant, lin_head, *, n_keys, n_values, d_model, n_layers, n_heads, n_pairs,
+           n_queries, **_):
+    from ..training.recall import recall_model
+
+    extra = {} if variant == "softmax" else {"linear_head_dim": lin_head}
+    return recall_model(variant, vocab_size=n_keys + n_values, d_model=d_model,
+                        n_layers=n_layers, n_heads=n_heads, max_seq_len=2 * (n_pairs + n_queries),
+                        ratio=1, **extra)
+
+
+def _count(model) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+@functools.lru_cache(maxsize=None)
+def _matched_head(variant, frozen) -> int:
+    params = dict(frozen)
+    if variant == "softmax":
+        return 0
+    with torch.device("meta"):
+        target = _count(_build("softmax", 0, **params))
+        widths = range(2, 2 * params["d_model"] + 1)
+        gaps = {w: abs(_count(_build(variant, w, **params)) - target) for w in widths}
+    return min(gaps, key=gaps.get)
+
+
+def matched_head(variant: str, **params) -> int:
+    """The linear layers' head width whose parameter count is closest to the softmax model's
+    (0 for ``softmax``, which has no linear layer)."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant={variant!r} is not one of {VARIANTS}")
+    return _matched_head(variant, tuple(sorted(params.items())))
+
+
+def recall_run(variant: str, seed: int, *, prefix: int | None = None, **params) -> dict:
+    """Train ``variant`` on ``seed`` with ``params`` (one of :data:`SIZES`) and score it.
+
+    Returns ``{"acc", "by_position" (per query position), "curve" (accuracy at step 0,
+    eval_every, ...), "params"}``; with ``prefix`` it stops after that many steps.
+    """
+    from ..runtime import device as best_device
+    from ..training import TrainConfig, train
+    from ..training.recall import recall_accuracy, recall_by_position
+
+    if variant not in VARIANTS:
+        raise ValueError(f"variant={variant!r} is not one of {VARIANTS}")
+    steps = params["steps"] if prefix is None else min(int(prefix), params["steps"])
+    dev = best_device()
+    lin_head = matched_head(variant, **params)
+    torch.manual_seed(seed)
+    model = _build(variant, lin_head, **params).to(dev)
+    ev = eval_task(**params, device=dev)
+    curve = [float(recall_accuracy(model, ev))]
+
+    def score(step, m):
+        return {"acc": float(recall_accuracy(m, ev))}
+
+    def batches(gen):
+        return _task(params["n_pairs"], params["n_queries"], params["n_keys"],
+                     params["n_values"], params["batch"], gen)
+
+    if steps > 0:
+        hist = train(model, batches, config=TrainConfig(
+            steps=steps, lr=params["lr"], warmup=params["warmup"], seed=seed,
+            eval_every=params["eval_every"], device=dev), progress=False,
+            callbacks={"acc": score})
+        curve += [float(a) for s, a in zip(hist.metric_steps, hist.metrics["acc.acc"])
+                  if s % params["eval_every"] == 0]
+    if prefix is not None:  # what is measured at fixed steps only (the reproducibility check)
+        return {"curve": curve}
+    return {"acc": float(recall_accuracy(model, ev)),
+            "by_position": [float(a) for a in recall_by_position(model, ev)],
+            "curve": curve, "params": float(_count(model))}
+
+
+RECALL = Experiment(
+    "ch19_recall", recall_run, variants=VARIANTS, seeds=SEEDS, sizes=SIZES, prefix=100,
+    description="multi-query recall with queries drawn with replacement: softmax, linear, "
+                "Gated DeltaNet, hybrid at matched parameters")

@@ -1,0 +1,50 @@
+"""Chapter 16's experiment: the router learns (its gradient), the variants match compute."""
+
+from __future__ import annotations
+
+import pytest
+
+from llmviz.analysis import count_parameters
+from llmviz.experiments import ch16
+
+PARAMS = ch16.SIZES["cpu"]
+
+
+@pytest.mark.parametrize("name", ch16.MOE_VARIANTS)
+def test_router_gets_a_gradient_in_the_chapters_config(name):
+    config = ch16.variants(**PARAMS)[name]
+    assert config.experts_top_k == 1 and config.moe_normalize is False
+    assert ch16.router_grad_norm(config) > 1e-5
+
+
+def test_renormalised_top1_starves_the_router():
+    # one kept weight renormalised is exactly 1: the loss cannot reach the router
+    config = ch16.variants(**PARAMS, normalize=True)["MoE, no balancing"]
+    assert ch16.router_grad_norm(config) == 0.0
+
+
+def test_variants_match_active_compute_and_total_ffn():
+    v = ch16.variants(**PARAMS)
+    dense, wide, moe = (count_parameters(v[n]) for n in ("dense", "dense 4x FFN", "MoE, no balancing"))
+    assert v["MoE, no balancing"].expert_d_ff == v["dense"].d_ff  # one expert per token = the dense FFN
+    assert v["dense 4x FFN"].d_ff == ch16.N_EXPERTS * v["dense"].d_ff
+    # same total parameters as four experts, up to the router
+    assert abs(wide["total"] - moe["total"]) / moe["total"] < 0.01
+    assert dense["total"] < moe["total"]
+
+
+def test_moe_run_prefix_returns_its_curve_and_load():
+    params = dict(PARAMS, val_windows=8, eval_every=2)
+    out = ch16.moe_run("MoE + bias balancing", 0, prefix=2, **params)
+    assert set(out) == {"curve", "course"}  # a prefix returns only what is measured at fixed steps
+    assert len(out["curve"]) == 2 and set(out["course"]) == {f"e{e}" for e in range(ch16.N_EXPERTS)}
+    out = ch16.moe_run("MoE + bias balancing", 0, **dict(params, steps=2))
+    for shares in out["load"].values():
+        assert sum(shares) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="variant='sparse' is not one of"):
+        ch16.moe_run("sparse", 0, prefix=1, **params)
+
+
+def test_bigram_baseline_is_on_the_models_targets():
+    loss = ch16.bigram_loss(**dict(PARAMS, val_windows=16))
+    assert 1.5 < loss < 4.0  # nats per byte, well below the uniform 5.55
