@@ -10,9 +10,10 @@ from typing import Any
 
 from ._layout import stores
 from ._readers import attr, check_glu_silu, decoder
-from ._readers_2025 import olmoe, sigmoid_experts
+from ._readers_2025 import olmoe, sigmoid_experts, sparse_layer_types
+from ._readers_dense import exaone4
 
-__all__ = ["READERS_MOE", "dots1", "flex_olmo", "glm4_moe", "solar_open"]
+__all__ = ["READERS_MOE", "dots1", "exaone_moe", "flex_olmo", "glm4_moe", "solar_open"]
 
 
 def _head_qk_norm(c: Any, f: dict) -> dict:
@@ -58,6 +59,14 @@ def flex_olmo(c: Any) -> dict[str, Any]:
     return f
 
 
+def exaone_moe(c: Any) -> dict[str, Any]:
+    """EXAONE-MoE (K-EXAONE): EXAONE 4's attention (per-head QK-norm; NoPE full layers when
+    windowed) in a pre-norm block, DeepSeek-V3's mixture on the ``mlp_layer_types`` sparse layers."""
+    f = exaone4(c)
+    f["placement"] = "pre"
+    return sigmoid_experts(c, f, sparse_layer_types(c))
+
+
 #: model_type -> reader, for the families above.
 READERS_MOE = {"glm4_moe": glm4_moe, "solar_open": solar_open, "dots1": dots1, "flex_olmo": flex_olmo,
-               "sarvam_moe": glm4_moe}  # Sarvam-MoE runs transformers' GLM-4.5 classes
+               "sarvam_moe": glm4_moe, "exaone_moe": exaone_moe}  # Sarvam-MoE runs transformers' GLM-4.5 classes

@@ -104,7 +104,7 @@ REFUSED: dict[str, str] = {
         "residual scaling", "bloom": "ALiBi with an embedding LayerNorm and a per-head fused "
         "query_key_value", "biogpt": "scaled learned positions", "cpmant": "segment position buckets",
         "ctrl": "sinusoidal positions", "ernie4_5_moe": "a softmax router with a choice bias "
-        "(moe_statics)", "exaone_moe": "EXAONE 4's attention with routed and shared experts",
+        "(moe_statics)",
         "falcon": "its parallel and multi-query variants", "flint": "its experts", "gemma3n_text":
         "per-layer embeddings, AltUp and KV sharing", "gemma4_text": "Gemma 4's per-layer inputs and "
         "KV sharing", "gemma4_assistant": "a drafting model", "gemma4_unified_assistant": "a drafting "
