@@ -116,7 +116,7 @@ REFUSED: dict[str, str] = {
         "gates", "kolibri1": "its experts and windows", "laguna": "soft-capped router logits",
         "lara_mini": "gated DeltaNet with its experts", "longcat_flash": "zero-computation experts",
         "mellum": "RoPE per layer type with its experts", "mimo_v2_flash": "sinks with a value scale",
-        "minimax_m2": "its sigmoid router's bias placement", "modernbert-decoder": "ModernBERT's "
+"modernbert-decoder": "ModernBERT's "
         "layers", "mpt": "ALiBi with its LayerNorm", "nanochat": "its norm and soft-cap placement",
         "olmo_hybrid": "Gated DeltaNet layers in OLMo 3's block", "openai-gpt": "post-norm blocks",
         "opt": "positions offset by two rows and project_in/out", "persimmon": "per-head QK LayerNorm",
