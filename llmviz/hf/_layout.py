@@ -28,8 +28,9 @@ class Layout:
             (Phi-3's ``qkv_proj`` is q | k | v; its ``gate_up_proj`` gate | up).
         norms: HF norm name -> llmviz norm name, for names the placement's map lacks
             (GLM-4's ``post_self_attn_layernorm``).
-        renames: llmviz module path inside a layer -> the stored path (StarCoder 2's
-            ``mlp.c_fc`` holds llmviz's ``mlp.up_proj``).
+        renames: llmviz module (or tensor) path inside a layer -> the stored path (StarCoder 2's
+            ``mlp.c_fc`` holds llmviz's ``mlp.up_proj``; MiniMax-M2 keeps the router's choice bias
+            on the block, ``mlp.e_score_correction_bias``).
         prefix: what the checkpoint names start with (stripped before planning).
         mtp_layers: layers numbered ``n_layers`` and beyond are multi-token-prediction modules
             (DeepSeek-V3, GLM-4.5), not part of the causal LM: skipped, as transformers does.

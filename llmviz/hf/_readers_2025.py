@@ -15,7 +15,8 @@ from ._layout import stores
 from .rope import rope_parameters_of, rope_spec
 
 __all__ = ["READERS_2025", "deepseek_v3", "gpt_oss", "mixtral", "moe_layers", "qwen2_moe", "qwen3_5",
-           "qwen3_moe", "qwen3_next", "qwen_moe", "olmoe", "sigmoid_experts", "mla", "glm4_moe_lite"]
+           "qwen3_moe", "qwen3_next", "qwen_moe", "olmoe", "sigmoid_experts", "mla", "glm4_moe_lite",
+           "sparse_layer_types"]
 
 
 def moe_layers(c: Any) -> tuple[int, ...]:
@@ -97,11 +98,16 @@ def mla(c: Any) -> dict[str, Any]:
 def glm4_moe_lite(c: Any) -> dict[str, Any]:
     """GLM-4-MoE-Lite (``glm4_moe_lite``): DeepSeek-V3's latent attention and router; its sparse
     layers are those ``mlp_layer_types`` marks ``"sparse"``."""
+    return sigmoid_experts(c, mla(c), sparse_layer_types(c))
+
+
+def sparse_layer_types(c: Any) -> tuple[int, ...]:
+    """Layers ``mlp_layer_types`` marks ``"sparse"`` (the rest are dense feed-forwards)."""
     types = list(attr(c, "mlp_layer_types", []))
     if len(types) != c.num_hidden_layers or set(types) - {"dense", "sparse"}:
         raise ValueError(f"{c.model_type}: mlp_layer_types={types!r}; expected 'dense' or 'sparse' "
                          f"for each of the {c.num_hidden_layers} layers")
-    return sigmoid_experts(c, mla(c), tuple(i for i, t in enumerate(types) if t == "sparse"))
+    return tuple(i for i, t in enumerate(types) if t == "sparse")
 
 
 def sigmoid_experts(c: Any, f: dict, sparse: tuple[int, ...]) -> dict:
@@ -111,9 +117,9 @@ def sigmoid_experts(c: Any, f: dict, sparse: tuple[int, ...]) -> dict:
     if not sparse:
         return f
     groups = int(attr(c, "n_group", 1))
-    n_shared = int(attr(c, "n_shared_experts", 0))
+    n_shared = int(attr(c, "n_shared_experts", attr(c, "num_shared_experts", 0)))  # EXAONE-MoE: num_*
     f.update(
-        n_experts=c.n_routed_experts, experts_top_k=c.num_experts_per_tok,
+        n_experts=attr(c, "n_routed_experts", None) or c.num_experts, experts_top_k=c.num_experts_per_tok,
         expert_d_ff=c.moe_intermediate_size, n_shared_experts=n_shared,
         shared_expert_d_ff=n_shared * c.moe_intermediate_size if n_shared else None,
         moe_score="sigmoid", moe_normalize=bool(c.norm_topk_prob),

@@ -10,9 +10,11 @@ from typing import Any
 
 from ._layout import stores
 from ._readers import attr, check_glu_silu, decoder
-from ._readers_2025 import olmoe, sigmoid_experts
+from ._readers_2025 import olmoe, sigmoid_experts, sparse_layer_types
+from ._readers_dense import exaone4
 
-__all__ = ["READERS_MOE", "dots1", "flex_olmo", "glm4_moe", "solar_open"]
+__all__ = ["READERS_MOE", "dots1", "exaone_moe", "flex_olmo", "glm4_moe", "minimax_m2",
+           "solar_open"]
 
 
 def _head_qk_norm(c: Any, f: dict) -> dict:
@@ -58,6 +60,28 @@ def flex_olmo(c: Any) -> dict[str, Any]:
     return f
 
 
+def exaone_moe(c: Any) -> dict[str, Any]:
+    """EXAONE-MoE (K-EXAONE): EXAONE 4's attention (per-head QK-norm; NoPE full layers when
+    windowed) in a pre-norm block, DeepSeek-V3's mixture on the ``mlp_layer_types`` sparse layers."""
+    f = exaone4(c)
+    f["placement"] = "pre"
+    return sigmoid_experts(c, f, sparse_layer_types(c))
+
+
+@stores(renames={"mlp.gate.e_score_correction_bias": "mlp.e_score_correction_bias"})
+def minimax_m2(c: Any) -> dict[str, Any]:
+    """MiniMax-M2: QK-norm over the whole q and k projections (OLMo 2's), partial rotary
+    (rotate-half); every feed-forward a mixture with sigmoid scores and a choice bias, the k kept
+    scores always renormalised, no groups, no routed scaling, no shared expert."""
+    f = check_glu_silu(c, decoder(c, allow_partial=True))
+    f.update(qk_norm="rms", qk_norm_eps=float(c.rms_norm_eps), qk_norm_scope="all",
+             n_experts=c.num_local_experts, experts_top_k=c.num_experts_per_tok,
+             expert_d_ff=c.intermediate_size, moe_score="sigmoid", moe_normalize=True,
+             moe_bias_balancing=True, router_aux_loss_coef=float(attr(c, "router_aux_loss_coef", 0.0)))
+    return f
+
+
 #: model_type -> reader, for the families above.
 READERS_MOE = {"glm4_moe": glm4_moe, "solar_open": solar_open, "dots1": dots1, "flex_olmo": flex_olmo,
-               "sarvam_moe": glm4_moe}  # Sarvam-MoE runs transformers' GLM-4.5 classes
+               "sarvam_moe": glm4_moe, "exaone_moe": exaone_moe,
+               "minimax_m2": minimax_m2}  # Sarvam-MoE runs transformers' GLM-4.5 classes

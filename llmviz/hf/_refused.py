@@ -104,7 +104,7 @@ REFUSED: dict[str, str] = {
         "residual scaling", "bloom": "ALiBi with an embedding LayerNorm and a per-head fused "
         "query_key_value", "biogpt": "scaled learned positions", "cpmant": "segment position buckets",
         "ctrl": "sinusoidal positions", "ernie4_5_moe": "a softmax router with a choice bias "
-        "(moe_statics)", "exaone_moe": "EXAONE 4's attention with routed and shared experts",
+        "(moe_statics)",
         "falcon": "its parallel and multi-query variants", "flint": "its experts", "gemma3n_text":
         "per-layer embeddings, AltUp and KV sharing", "gemma4_text": "Gemma 4's per-layer inputs and "
         "KV sharing", "gemma4_assistant": "a drafting model", "gemma4_unified_assistant": "a drafting "
@@ -116,7 +116,7 @@ REFUSED: dict[str, str] = {
         "gates", "kolibri1": "its experts and windows", "laguna": "soft-capped router logits",
         "lara_mini": "gated DeltaNet with its experts", "longcat_flash": "zero-computation experts",
         "mellum": "RoPE per layer type with its experts", "mimo_v2_flash": "sinks with a value scale",
-        "minimax_m2": "its sigmoid router's bias placement", "modernbert-decoder": "ModernBERT's "
+"modernbert-decoder": "ModernBERT's "
         "layers", "mpt": "ALiBi with its LayerNorm", "nanochat": "its norm and soft-cap placement",
         "olmo_hybrid": "Gated DeltaNet layers in OLMo 3's block", "openai-gpt": "post-norm blocks",
         "opt": "positions offset by two rows and project_in/out", "persimmon": "per-head QK LayerNorm",

@@ -209,6 +209,21 @@ def _as_config(config: Any) -> Any:
     return config
 
 
+_READ_CACHE: dict[str, tuple] = {}
+
+
+def _read(c: Any) -> tuple:
+    """:func:`read_architecture`, remembered per config (DeepSeek-V3's meta model takes seconds)."""
+    key = c.to_json_string(use_diff=False) if hasattr(c, "to_json_string") else None
+    if key is None:
+        return read_architecture(c)
+    if key not in _READ_CACHE:
+        if len(_READ_CACHE) >= 64:
+            _READ_CACHE.clear()
+        _READ_CACHE[key] = read_architecture(c)
+    return _READ_CACHE[key]
+
+
 def _check_family(model_type: str) -> None:
     if model_type not in SUPPORTED:
         why = f" ({REFUSED[model_type]})" if model_type in REFUSED else ""
@@ -232,7 +247,7 @@ def anatomy(config: Any, *, bytes_per_element: int = 2, context: int = 4096) -> 
         check_positive_int(value, name)
     c = _as_config(config)
     _check_family(c.model_type)
-    cfg, arch, layers, outside = read_architecture(c)
+    cfg, arch, layers, outside = _read(c)
     C, H, G, D, L = cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.n_layers
     if arch.latent_dim is not None:  # MLA: a query/key head is its nope and rope parts
         D = cfg.qk_nope_head_dim + cfg.qk_rope_head_dim

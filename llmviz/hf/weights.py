@@ -111,7 +111,9 @@ def plan_for(config: ModelConfig, family: str, target_keys: list[str],
             plan[key] = Source(f"layers.{i}.{inverse[module]}.{rest}")
         elif layout.fused_name(rest.split(".")[0]) is not None:
             plan[key] = _fused_source(i, module, rest, config, layout)
-        elif f"{module}.{rest.split('.')[0]}" in layout.renames:
+        elif f"{module}.{rest}" in layout.renames:  # one tensor renamed
+            plan[key] = Source(f"layers.{i}.{layout.renames[f'{module}.{rest}']}")
+        elif f"{module}.{rest.split('.')[0]}" in layout.renames:  # a module renamed
             name, tail = rest.split(".", 1)
             plan[key] = Source(f"layers.{i}.{layout.renames[f'{module}.{name}']}.{tail}")
         elif family in _LAYER_SOURCES:

@@ -219,3 +219,7 @@ def test_bridge_family_features_are_represented(make_hf):
     c = config_from_hf(make_hf("youtu").config)
     assert (c.attn_kind, c.n_experts) == ("mla", None)
     assert config_from_hf(make_hf("dots1").config).layer_windows == (None, 6, 6)
+    c = config_from_hf(make_hf("minimax_m2").config)  # its choice bias sits on the block, not the gate
+    assert (c.moe_score, c.moe_bias_balancing, c.qk_norm_scope, c.rotary_dim) == ("sigmoid", True, "all", 8)
+    c = config_from_hf(make_hf("exaone_moe").config)
+    assert (c.placement, c.nope_layers, c.moe_layers, c.n_shared_experts) == ("pre", (1, 3), (1, 2), 1)

@@ -213,3 +213,26 @@ def test_packed_qwen3_next_tensor_of_the_wrong_size_is_refused(make_hf):
     sd["model.layers.0.linear_attn.in_proj_qkvz.weight"] = torch.zeros(90, 64)
     with pytest.raises(ValueError, match=r"in_proj_qkvz has shape \(90, 64\)"):
         from_hf(sd, config=hf.config)
+
+
+def test_bridge_families_refuse_what_they_cannot_represent(make_hf):
+    with pytest.raises(NotImplementedError, match="qk_layernorm=True is not supported .*a separate LayerNorm per head"):
+        config_from_hf(make_hf("stablelm", qk_layernorm=True).config)
+    config = make_hf("olmoe").config
+    config.clip_qkv = 8.0  # as OLMoE's config.json may say
+    with pytest.raises(NotImplementedError, match="olmoe: clip_qkv=8.0 clamps q, k and v"):
+        config_from_hf(config)
+    config = make_hf("glm4_moe_lite").config
+    config.mlp_layer_types = ["dense", "sparse"]  # one short
+    with pytest.raises(ValueError, match="mlp_layer_types=.*for each of the 3 layers"):
+        config_from_hf(config)
+    hf = make_hf("glm")  # a fused gate_up_proj whose rows the config does not account for
+    state = dict(hf.state_dict())
+    w = state["model.layers.0.mlp.gate_up_proj.weight"]
+    state["model.layers.0.mlp.gate_up_proj.weight"] = torch.cat([w, w[:4]])
+    with pytest.raises(ValueError, match=r"fused tensor 'layers.0.mlp.gate_up_proj.weight' has 196 rows .* 192"):
+        from_hf(state, config=hf.config)
+    state = dict(make_hf("glm4").state_dict())
+    state["model.layers.1.post_mlp_layernorm.bias"] = torch.zeros(64)  # a norm bias GLM-4 lacks
+    with pytest.raises(ValueError, match=r"left unused.*post_mlp_layernorm.bias"):
+        from_hf(state, config=make_hf("glm4").config)
