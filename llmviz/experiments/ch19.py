@@ -92,6 +92,10 @@ def matched_head(variant: str, **params) -> int:
     return _matched_head(variant, tuple(sorted(params.items())))
 
 
+class _Prefix(Exception):
+    """Raised by the scoring callback to end a run at its prefix (the schedule stays the full run's)."""
+
+
 def recall_run(variant: str, seed: int, *, prefix: int | None = None, **params) -> dict:
     """Train ``variant`` on ``seed`` with ``params`` (one of :data:`SIZES`) and score it.
 
@@ -104,7 +108,11 @@ def recall_run(variant: str, seed: int, *, prefix: int | None = None, **params) 
 
     if variant not in VARIANTS:
         raise ValueError(f"variant={variant!r} is not one of {VARIANTS}")
-    steps = params["steps"] if prefix is None else min(int(prefix), params["steps"])
+    steps = params["steps"]
+    if prefix is not None and (isinstance(prefix, bool) or not isinstance(prefix, int)
+                               or not 1 <= prefix <= steps):
+        raise ValueError(f"prefix must be an int number of training steps in [1, {steps}], "
+                         f"got {prefix!r}")
     dev = best_device()
     lin_head = matched_head(variant, **params)
     torch.manual_seed(seed)
@@ -113,21 +121,25 @@ def recall_run(variant: str, seed: int, *, prefix: int | None = None, **params) 
     curve = [float(recall_accuracy(model, ev))]
 
     def score(step, m):
-        return {"acc": float(recall_accuracy(m, ev))}
+        acc = float(recall_accuracy(m, ev))
+        if prefix is not None and step >= prefix and step % params["eval_every"] == 0:
+            curve.append(acc)  # the prefix stops here, with the full run's schedule
+            raise _Prefix
+        return {"acc": acc}
 
     def batches(gen):
         return _task(params["n_pairs"], params["n_queries"], params["n_keys"],
                      params["n_values"], params["batch"], gen)
 
-    if steps > 0:
+    try:
         hist = train(model, batches, config=TrainConfig(
             steps=steps, lr=params["lr"], warmup=params["warmup"], seed=seed,
             eval_every=params["eval_every"], device=dev), progress=False,
             callbacks={"acc": score})
-        curve += [float(a) for s, a in zip(hist.metric_steps, hist.metrics["acc.acc"])
-                  if s % params["eval_every"] == 0]
-    if prefix is not None:  # what is measured at fixed steps only (the reproducibility check)
+    except _Prefix:  # a prefix: the curve so far, measured at fixed steps only
         return {"curve": curve}
+    curve += [float(a) for s, a in zip(hist.metric_steps, hist.metrics["acc.acc"])
+              if s % params["eval_every"] == 0]
     return {"acc": float(recall_accuracy(model, ev)),
             "by_position": [float(a) for a in recall_by_position(model, ev)],
             "curve": curve, "params": float(_count(model))}
