@@ -48,7 +48,9 @@ def public_callables() -> dict[str, Callable]:
     """Every callable in the ``__all__`` of every llmviz module (private modules excluded)."""
     found: dict[str, Callable] = {}
     for info in pkgutil.walk_packages(llmviz.__path__, "llmviz."):
-        if "._" in info.name:
+        # llmviz.experiments holds the book's experiment definitions: called by the records
+        # machinery and the chapters with their declared sizes, not an API for bad input
+        if "._" in info.name or info.name.startswith("llmviz.experiments"):
             continue
         module = importlib.import_module(info.name)
         for name in getattr(module, "__all__", ()):

@@ -126,11 +126,11 @@ def test_the_walk_covers_the_public_api():
 
 # ----------------------------------------------------------------------------- walk from valid calls
 #: Zero is a valid value of these (an empty table, a filter switched off, no shared expert...):
-#: a result, not a silent acceptance.
+#: a result, not a silent acceptance (Sinks(0): a local mask with no sink tokens).
 ZERO_IS_VALID = {
     "sampling_frame.top_k", "experts_frame.n_shared", "sinusoidal_frame.dimension",
     "ModelConfig.n_shared_experts", "generate.max_new_tokens", "MoELayer.n_shared",
-    "label_every.n", "sinusoidal_encoding.n_positions",
+    "label_every.n", "sinusoidal_encoding.n_positions", "Sinks.n",
 }
 #: A result record (it stores what a run measured; it checks nothing by design).
 RECORDS = {"History"}

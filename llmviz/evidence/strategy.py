@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from .._checks import check_positive_int
+
 __all__ = ["STRATEGIES", "choose_strategy", "check_sendable"]
 
 #: The ways :func:`~llmviz.evidence.run_seeds` can run the seeds; ``"auto"`` picks one.
@@ -39,8 +41,11 @@ def choose_strategy(n_seeds: int, processes: int | None = None, strategy: str = 
     Raises:
         ValueError: an unknown ``strategy``, or ``"fork"`` once CUDA is initialised here.
     """
-    if strategy not in STRATEGIES:
+    if not isinstance(strategy, str) or strategy not in STRATEGIES:
         raise ValueError(f"strategy={strategy!r} is not one of {STRATEGIES}; leave it 'auto'")
+    check_positive_int(n_seeds, "n_seeds", allow_zero=True)
+    if processes is not None:
+        check_positive_int(processes, "processes")
     if n_seeds < 2 or processes == 1:
         return "serial"
     if strategy == "fork":
