@@ -26,37 +26,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._checks import (
-    check_choice,
-    check_hidden,
-    check_positive,
-    check_positive_int,
-    check_real,
-    check_tensor,
-)
+from ._checks import check_choice, check_hidden, check_positive, check_positive_int, check_real, check_tensor
 from ._registry import Registry
 
 __all__ = [
-    "relu",
-    "gelu",
-    "gelu_tanh",
-    "silu",
-    "swish",
-    "relu2",
-    "ACTIVATION_FNS",
-    "FFN_ACTIVATIONS",
-    "Activation",
-    "Swish",
-    "activation",
-    "activation_curve",
-    "MLP",
-    "GatedMLP",
-    "glu_hidden_size",
-    "make_ffn",
-    "FFN_KINDS",
-    "FFNS",
-    "output_rms",
-    "match_output_rms_",
+    "relu", "gelu", "gelu_tanh", "silu", "swish", "relu2", "ACTIVATION_FNS", "FFN_ACTIVATIONS",
+    "Activation", "Swish", "activation", "activation_curve", "MLP", "GatedMLP", "glu_hidden_size",
+    "make_ffn", "FFN_KINDS", "FFNS", "output_rms", "match_output_rms_",
 ]
 
 
