@@ -51,7 +51,7 @@ def test_live_face_redraws_revisited_values_from_the_cache():
     (output,) = out.outputs
     assert set(output["data"]) == {PLOTLY_MIME, "text/plain"}
     assert output["data"][PLOTLY_MIME]["layout"]["title"]["text"] == "x = 2, a"
-    wmode.value = "b"
+    wmode.value = wmode.llmviz_values.index("b")  # a dropdown holds the option's index
     assert calls[-1] == (2, "b")
     assert out.outputs[0]["data"][PLOTLY_MIME]["layout"]["title"]["text"] == "x = 2, b"
 
