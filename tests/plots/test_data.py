@@ -52,5 +52,5 @@ def test_color_limit_and_panel_size():
         color_limit(np.ones(2), 0)
     with pytest.raises(TypeError, match="panel_size must be a number of inches or a"):
         panel_inches("big")
-    with pytest.raises(ValueError, match=r"panel_size must be positive, got \(3, 0\)"):
+    with pytest.raises(ValueError, match=r"panel_size must be a positive finite number of inches, got \(3, 0\)"):
         panel_inches((3, 0))
