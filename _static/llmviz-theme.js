@@ -2,9 +2,7 @@
  *
  * sphinx-book-theme (pydata) sets data-theme="light" | "dark" on <html>. On load and whenever
  * it changes, every plotly figure on the page gets the matching paper, plot, font and grid
- * colours; switching back restores what the figure had. A figure drawn after the page loaded,
- * or drawn again (Plotly.newPlot/react on the same div resets its colours), is themed as it
- * draws: the check is on the colours the figure has, not on a flag. A title wider than its figure (a phone,
+ * colours; switching back restores what the figure had. A title wider than its figure (a phone,
  * or an explorer frame with a long title) gets a smaller font until it fits. Served by the site
  * (no CDN). */
 (function () {
@@ -52,16 +50,11 @@
     return up;
   }
 
-  function themed(gd) {
-    var full = gd._fullLayout || {};
-    return full.paper_bgcolor === DARK.paper && full.plot_bgcolor === DARK.plot;
-  }
-
   function apply(gd) {
-    if (!window.Plotly || !gd.layout || !gd._fullLayout) { return; }
+    if (!window.Plotly || !gd.layout) { return; }
     var want = mode();
     var has = gd.getAttribute("data-llmviz-theme") || "light";
-    if (want === has && (want === "light" || themed(gd))) { return; }
+    if (want === has) { return; }
     var up;
     if (want === "dark") {
       up = darkUpdate(gd);
@@ -149,7 +142,7 @@
   function hook(gd) {
     if (gd.__llmvizHooked || !gd.on) { return; }
     gd.__llmvizHooked = true;
-    gd.on("plotly_afterplot", function () { apply(gd); fitTitle(gd); clearSliders(gd); });
+    gd.on("plotly_afterplot", function () { fitTitle(gd); clearSliders(gd); });
   }
 
   function applyAll() {
@@ -169,21 +162,6 @@
     new MutationObserver(applyAll).observe(document.documentElement, {
       attributes: true, attributeFilter: ["data-theme"]
     });
-    // Figures drawn later (a script waiting for plotly.js, a widget) or drawn again
-    // (Plotly.newPlot drops the figure's event handlers and resets its colours): theme each
-    // one as it changes. apply() does nothing to a figure that has the colours it should.
-    var pending = false;
-    new MutationObserver(function () {
-      if (pending) { return; }
-      pending = true;
-      window.requestAnimationFrame(function () {
-        pending = false;
-        document.querySelectorAll(".js-plotly-plot").forEach(function (gd) {
-          apply(gd); hook(gd);
-        });
-      });
-    }).observe(document.body, {childList: true, subtree: true, attributes: true,
-                               attributeFilter: ["class"]});
   }
 
   if (document.readyState === "complete") { start(); }
