@@ -34,6 +34,8 @@ class Layout:
         prefix: what the checkpoint names start with (stripped before planning).
         mtp_layers: layers numbered ``n_layers`` and beyond are multi-token-prediction modules
             (DeepSeek-V3, GLM-4.5), not part of the causal LM: skipped, as transformers does.
+        flattened: llmviz tensor paths inside a layer whose stored tensor has extra singleton
+            dimensions, read flattened (ERNIE 4.5's choice bias is stored ``(1, E)``).
     """
 
     fused: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -41,6 +43,7 @@ class Layout:
     renames: dict[str, str] = field(default_factory=dict)
     prefix: str = "model."
     mtp_layers: bool = False
+    flattened: tuple[str, ...] = ()
 
     def fused_name(self, proj: str) -> str | None:
         """The stored fused tensor holding llmviz projection ``proj``, or None."""

@@ -103,8 +103,7 @@ REFUSED: dict[str, str] = {
         "dense/sparse layer rule", "aria_text": "Aria's experts", "beam": "biased attention gates and "
         "residual scaling", "bloom": "ALiBi with an embedding LayerNorm and a per-head fused "
         "query_key_value", "biogpt": "scaled learned positions", "cpmant": "segment position buckets",
-        "ctrl": "sinusoidal positions", "ernie4_5_moe": "a softmax router with a choice bias "
-        "(moe_statics)",
+        "ctrl": "sinusoidal positions",
         "falcon": "its parallel and multi-query variants", "flint": "its experts", "gemma3n_text":
         "per-layer embeddings, AltUp and KV sharing", "gemma4_text": "Gemma 4's per-layer inputs and "
         "KV sharing", "gemma4_assistant": "a drafting model", "gemma4_unified_assistant": "a drafting "

@@ -112,7 +112,9 @@ def plan_for(config: ModelConfig, family: str, target_keys: list[str],
         elif layout.fused_name(rest.split(".")[0]) is not None:
             plan[key] = _fused_source(i, module, rest, config, layout)
         elif f"{module}.{rest}" in layout.renames:  # one tensor renamed
-            plan[key] = Source(f"layers.{i}.{layout.renames[f'{module}.{rest}']}")
+            flat = f"{module}.{rest}" in layout.flattened
+            plan[key] = Source(f"layers.{i}.{layout.renames[f'{module}.{rest}']}",
+                               fn=_flatten if flat else None)
         elif f"{module}.{rest.split('.')[0]}" in layout.renames:  # a module renamed
             name, tail = rest.split(".", 1)
             plan[key] = Source(f"layers.{i}.{layout.renames[f'{module}.{name}']}.{tail}")
@@ -121,6 +123,14 @@ def plan_for(config: ModelConfig, family: str, target_keys: list[str],
         else:
             plan[key] = Source(key)
     return plan
+
+
+def _flatten(w: torch.Tensor) -> torch.Tensor:
+    """A tensor stored with extra singleton dimensions, as the vector llmviz holds."""
+    if any(n != 1 for n in w.shape[:-1]):
+        raise ValueError(f"expected a vector stored as {(1,) * (w.dim() - 1) + (w.shape[-1],)}, "
+                         f"got shape {tuple(w.shape)}; the checkpoint does not match its config")
+    return w.reshape(-1)
 
 
 def _deinterleave(w: torch.Tensor) -> torch.Tensor:

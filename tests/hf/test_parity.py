@@ -223,3 +223,6 @@ def test_bridge_family_features_are_represented(make_hf):
     assert (c.moe_score, c.moe_bias_balancing, c.qk_norm_scope, c.rotary_dim) == ("sigmoid", True, "all", 8)
     c = config_from_hf(make_hf("exaone_moe").config)
     assert (c.placement, c.nope_layers, c.moe_layers, c.n_shared_experts) == ("pre", (1, 3), (1, 2), 1)
+    c = config_from_hf(make_hf("ernie4_5_moe").config)  # softmax scores, a fixed choice bias
+    assert (c.moe_layers, c.moe_score, c.moe_bias_balancing, c.n_shared_experts, c.rope_layout) == (
+        (1, 2), "softmax", True, 1, "interleaved")
