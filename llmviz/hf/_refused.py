@@ -25,9 +25,6 @@ _GRANITE = ("embedding_multiplier, residual_multiplier, attention_multiplier and
             "scale the stream and the logits; llmviz has none of these scalings")
 _COHERE = ("the logits are multiplied by logit_scale and attention and MLP run in parallel from one "
            "bias-free LayerNorm; llmviz's output head has no scale")
-_QK_AFTER_ROPE = ("QK-norm after RoPE (query_layernorm/key_layernorm on the rotated heads); llmviz "
-                  "normalises q and k before rotating them, which differs unless each rotated pair "
-                  "shares its norm weight")
 _UNREAD = "no reader yet: its modeling code has not been compared with llmviz's components ({})"
 
 REFUSED: dict[str, str] = {
@@ -48,7 +45,6 @@ REFUSED: dict[str, str] = {
     **dict.fromkeys(("granite", "granite_swa", "granitemoe", "granitemoe_swa", "granitemoeshared",
                      "hyperclovax"), _GRANITE),
     **dict.fromkeys(("cohere", "cohere2", "cohere2_moe"), _COHERE),
-    **dict.fromkeys(("hunyuan_v1_dense", "hunyuan_v1_moe"), _QK_AFTER_ROPE),
     "deepseek_v2": "its group-limited router ranks expert groups by their best softmax score, while "
                    "llmviz's router ranks them by the sum of their two best (DeepSeek-V3's rule); "
                    "DeepSeek-V3 checkpoints (model_type 'deepseek_v3') load",

@@ -226,3 +226,9 @@ def test_bridge_family_features_are_represented(make_hf):
     c = config_from_hf(make_hf("ernie4_5_moe").config)  # softmax scores, a fixed choice bias
     assert (c.moe_layers, c.moe_score, c.moe_bias_balancing, c.n_shared_experts, c.rope_layout) == (
         (1, 2), "softmax", True, 1, "interleaved")
+    c = config_from_hf(make_hf("hunyuan_v1_dense").config)  # NTK-alpha: a fixed, stretched base
+    assert (c.attn_kind, c.qk_norm, c.attn_bias) == ("qk_norm_after_rope", "rms", True)
+    assert c.rope_base == pytest.approx(1e4 * 50.0 ** (16 / 14)) and c.rope_scaling is None
+    c = config_from_hf(make_hf("hunyuan_v1_moe").config)
+    assert (c.attn_kind, c.n_experts, c.n_shared_experts, c.expert_d_ff, c.moe_layers) == (
+        "qk_norm_after_rope", 4, 1, 32, None)

@@ -236,3 +236,18 @@ def test_bridge_families_refuse_what_they_cannot_represent(make_hf):
     state["model.layers.1.post_mlp_layernorm.bias"] = torch.zeros(64)  # a norm bias GLM-4 lacks
     with pytest.raises(ValueError, match=r"left unused.*post_mlp_layernorm.bias"):
         from_hf(state, config=make_hf("glm4").config)
+
+
+def test_2026_families_refuse_what_they_cannot_represent(make_hf):
+    config = make_hf("hunyuan_v1_moe").config
+    config.moe_topk = [2, 1]  # one top-k per layer, as HunYuan's config may say
+    with pytest.raises(NotImplementedError, match=r"hunyuan_v1_moe: moe_topk=\[2, 1\] varies by layer"):
+        config_from_hf(config)
+    config = make_hf("ernie4_5_moe").config
+    config.use_bias = True
+    with pytest.raises(NotImplementedError, match="use_bias=True is not supported .*lm_head"):
+        config_from_hf(config)
+    config = make_hf("ernie4_5_moe").config
+    config.moe_norm_min = 0.5
+    with pytest.raises(NotImplementedError, match="moe_norm_min=0.5 can exceed"):
+        config_from_hf(config)

@@ -1,0 +1,62 @@
+"""Family readers for :func:`llmviz.hf.config_from_hf`: families whose components joined the
+library with them.
+
+HunYuan (``hunyuan_v1_dense``, ``hunyuan_v1_moe``): Llama's block with the QK-norm on the rotated
+heads (attention kind ``"qk_norm_after_rope"``) and HunYuan's fixed NTK-alpha RoPE base; the MoE
+model adds a softmax top-k mixture and one shared expert on every layer.
+The shared field readers are in :mod:`._readers`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._layout import stores
+from ._readers import attr, check_glu_silu, decoder
+from .rope import rope_parameters_of
+
+__all__ = ["READERS_2026", "hunyuan_dense", "hunyuan_moe", "ntk_alpha_rope"]
+
+
+def ntk_alpha_rope(c: Any) -> dict[str, Any]:
+    """HunYuan's RoPE parameters: labelled ``"dynamic"`` with a fixed ``alpha``, which only
+    stretches the base, ``theta * alpha ** (D / (D - 2))``, for every length (transformers'
+    ``ntk_alpha``); read as a plain base. Any other RoPE is read as is."""
+    params = rope_parameters_of(c)
+    alpha = params.get("alpha")
+    if params.get("rope_type", params.get("type")) != "dynamic" or not alpha:
+        return params
+    D = attr(c, "head_dim", c.hidden_size // c.num_attention_heads)
+    return {"rope_type": "default", "rope_theta": float(params["rope_theta"]) * float(alpha) ** (D / (D - 2))}
+
+
+_HUNYUAN = {"self_attn.q_norm.weight": "self_attn.query_layernorm.weight",
+            "self_attn.k_norm.weight": "self_attn.key_layernorm.weight"}
+
+
+@stores(renames=_HUNYUAN)
+def hunyuan_dense(c: Any) -> dict[str, Any]:
+    """HunYuan dense: Llama's block; q/k/v/o biases from ``attention_bias``; per-head RMS
+    QK-norm applied after RoPE (``query_layernorm``, ``key_layernorm``)."""
+    f = check_glu_silu(c, decoder(c, rope_params=ntk_alpha_rope(c)))
+    f.update(attn_kind="qk_norm_after_rope", qk_norm="rms", qk_norm_eps=float(c.rms_norm_eps),
+             qk_norm_scope="head")
+    return f
+
+
+@stores(renames={**_HUNYUAN, "mlp.gate.weight": "mlp.gate.wg.weight", "mlp.shared_experts": "mlp.shared_mlp"})
+def hunyuan_moe(c: Any) -> dict[str, Any]:
+    """HunYuan MoE: HunYuan's attention; every feed-forward a softmax top-k mixture (always
+    renormalised) of ``intermediate_size``-wide experts plus one shared expert of that width."""
+    for name in ("num_experts", "moe_topk"):
+        if not isinstance(getattr(c, name), int):
+            raise NotImplementedError(f"{c.model_type}: {name}={getattr(c, name)!r} varies by layer; "
+                                      "llmviz's mixtures share one setting")
+    f = hunyuan_dense(c)
+    f.update(n_experts=c.num_experts, experts_top_k=c.moe_topk, expert_d_ff=c.intermediate_size,
+             n_shared_experts=1, shared_expert_d_ff=c.intermediate_size, moe_normalize=True)
+    return f
+
+
+#: model_type -> reader, for the families above.
+READERS_2026 = {"hunyuan_v1_dense": hunyuan_dense, "hunyuan_v1_moe": hunyuan_moe}
