@@ -96,7 +96,7 @@ def read_architecture(c: Any) -> tuple[ModelConfig, _Arch, list[LayerAnatomy], i
     cfg = config_from_hf(c)
     with torch.device("meta"):
         model = DecoderLM(cfg)
-    glu = cfg.ffn != "mlp"
+    glu = cfg.ffn not in ("mlp", "xielu")  # the two plain (ungated) feed-forward kinds
     act = getattr(c, "hidden_activation", None) or getattr(c, "hidden_act", None) or getattr(
         c, "activation_function", None) or cfg.activation or FFN_KINDS[cfg.ffn]  # the config's own name
     arch = _Arch(

@@ -3,7 +3,9 @@ library with them.
 
 HunYuan (``hunyuan_v1_dense``, ``hunyuan_v1_moe``): Llama's block with the QK-norm on the rotated
 heads (attention kind ``"qk_norm_after_rope"``) and HunYuan's fixed NTK-alpha RoPE base; the MoE
-model adds a softmax top-k mixture and one shared expert on every layer.
+model adds a softmax top-k mixture and one shared expert on every layer. Apertus
+(``apertus``): Qwen 3's attention and a plain MLP with the trainable xIELU activation
+(feed-forward kind ``"xielu"``).
 The shared field readers are in :mod:`._readers`.
 """
 
@@ -12,10 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from ._layout import stores
-from ._readers import attr, check_glu_silu, decoder
+from ._readers import attr, check_glu_silu, decoder, require
 from .rope import rope_parameters_of
 
-__all__ = ["READERS_2026", "hunyuan_dense", "hunyuan_moe", "ntk_alpha_rope"]
+__all__ = ["READERS_2026", "apertus", "hunyuan_dense", "hunyuan_moe", "ntk_alpha_rope"]
 
 
 def ntk_alpha_rope(c: Any) -> dict[str, Any]:
@@ -58,5 +60,25 @@ def hunyuan_moe(c: Any) -> dict[str, Any]:
     return f
 
 
+_APERTUS_NORMS = {"attention_layernorm": "attn_norm", "feedforward_layernorm": "ffn_norm"}
+
+
+@stores(norms=_APERTUS_NORMS, renames={"mlp.act": "mlp.act_fn"})
+def apertus(c: Any) -> dict[str, Any]:
+    """Apertus: Llama's attention with per-head RMS QK-norm before RoPE (Qwen 3's), q/k/v/o
+    biases from ``attention_bias``; a bias-free plain MLP ``down(xielu(up(x)))`` whose xIELU
+    scalars (``alpha_p``, ``alpha_n``, ``beta``, ``eps``) are stored per layer."""
+    require(c, "hidden_act", "xielu", "Apertus's MLP is read with its xIELU activation")
+    c_act = c.hidden_act
+    try:  # decoder() reads hidden_act for the GLU families; this MLP has its own kind
+        c.hidden_act = "silu"
+        f = decoder(c)
+    finally:
+        c.hidden_act = c_act
+    f.update(ffn="xielu", activation=None, qk_norm="rms", qk_norm_eps=float(c.rms_norm_eps),
+             qk_norm_scope="head")
+    return f
+
+
 #: model_type -> reader, for the families above.
-READERS_2026 = {"hunyuan_v1_dense": hunyuan_dense, "hunyuan_v1_moe": hunyuan_moe}
+READERS_2026 = {"hunyuan_v1_dense": hunyuan_dense, "hunyuan_v1_moe": hunyuan_moe, "apertus": apertus}

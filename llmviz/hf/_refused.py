@@ -74,7 +74,6 @@ REFUSED: dict[str, str] = {
            "transformer",
     "olmo": "LayerNorm with neither weight nor bias (and clip_qkv); every llmviz norm has a weight",
     "nemotron": "LayerNorm1P (LayerNorm scaling by 1 + weight); llmviz's LayerNorm scales by weight",
-    "apertus": "the xIELU activation; llmviz has no xIELU",
     "ministral3": "queries scaled by Llama 4's position-dependent attention temperature "
                   "(llama_4_scaling_beta); llmviz has no such scale",
     "gpt_neox": "its parallel residual feeds attention and MLP through two different LayerNorms; "

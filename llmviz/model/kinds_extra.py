@@ -7,6 +7,9 @@ registries:
 * attention kind ``"qk_norm_after_rope"``: grouped query attention whose QK-norm acts on the
   rotated heads (HunYuan; :mod:`llmviz.attention.qk_norm_after_rope`). Its parameters are those
   of ``"standard"`` with the same QK-norm.
+* feed-forward kind ``"xielu"``: a plain MLP with the trainable xIELU activation (Apertus;
+  :mod:`llmviz.xielu`). :data:`llmviz.ffn.FFN_KINDS`, the name -> default activation table
+  validation reads, gets its row here too.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from typing import Any
 
 from torch import nn
 
+from ..ffn import FFN_KINDS, FFNS
+from ..xielu import xielu_mlp, xielu_mlp_params
 from .kinds import ATTENTIONS, check_config
 
 __all__ = ["qk_norm_after_rope"]
@@ -31,3 +36,6 @@ def qk_norm_after_rope(c: Any, layer_idx: int = 0, rope: nn.Module | None = None
 ATTENTIONS.register("qk_norm_after_rope", build=qk_norm_after_rope,
                     params=lambda c: ATTENTIONS["standard"].params(c),
                     summary="grouped query attention, QK-norm on the rotated heads (HunYuan)")
+FFNS.register("xielu", build=xielu_mlp, params=xielu_mlp_params, summary="two matrices, xIELU (Apertus)",
+              activation="xielu")
+FFN_KINDS["xielu"] = FFNS["xielu"].info["activation"]

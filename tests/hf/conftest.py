@@ -156,6 +156,7 @@ FAMILIES = {
                                                "factor": 1.0})),
     "hunyuan_v1_moe": ("HunYuanMoEV1Config", "HunYuanMoEV1ForCausalLM",
                        dict(head_dim=16, num_experts=4, moe_topk=2, intermediate_size=32)),
+    "apertus": ("ApertusConfig", "ApertusForCausalLM", dict(head_dim=16, attention_bias=True)),
     "vaultgemma": ("VaultGemmaConfig", "VaultGemmaForCausalLM",
                    dict(head_dim=16, sliding_window=6, query_pre_attn_scalar=20,
                         attn_logit_softcapping=5.0, final_logit_softcapping=3.0)),
@@ -178,7 +179,7 @@ def build(config_cls: str, model_cls: str, **overrides):
         hf = getattr(transformers, model_cls)(config).eval()
     with torch.no_grad():
         for name, p in hf.named_parameters():
-            if "norm" in name or "ln_" in name or name.endswith((".bias", "sinks", "_bias")):
+            if "norm" in name or "ln_" in name or name.endswith((".bias", "sinks", "_bias", ".alpha_p", ".alpha_n")):
                 p.add_(0.3 * torch.randn_like(p))
         for name, b in hf.named_buffers():
             if name.endswith("e_score_correction_bias"):  # DeepSeek-V3's choice bias

@@ -232,3 +232,5 @@ def test_bridge_family_features_are_represented(make_hf):
     c = config_from_hf(make_hf("hunyuan_v1_moe").config)
     assert (c.attn_kind, c.n_experts, c.n_shared_experts, c.expert_d_ff, c.moe_layers) == (
         "qk_norm_after_rope", 4, 1, 32, None)
+    c = config_from_hf(make_hf("apertus").config)  # a plain MLP with the trainable xIELU
+    assert (c.ffn, c.qk_norm, c.attn_kind) == ("xielu", "rms", "standard")
