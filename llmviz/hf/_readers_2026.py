@@ -5,7 +5,9 @@ HunYuan (``hunyuan_v1_dense``, ``hunyuan_v1_moe``): Llama's block with the QK-no
 heads (attention kind ``"qk_norm_after_rope"``) and HunYuan's fixed NTK-alpha RoPE base; the MoE
 model adds a softmax top-k mixture and one shared expert on every layer. Apertus
 (``apertus``): Qwen 3's attention and a plain MLP with the trainable xIELU activation
-(feed-forward kind ``"xielu"``).
+(feed-forward kind ``"xielu"``). DeepSeek-V2 (``deepseek_v2``): DeepSeek-V3's latent attention
+with softmax-scored experts, never renormalised (greedy top-k; the group-limited variant is
+refused).
 The shared field readers are in :mod:`._readers`.
 """
 
@@ -15,9 +17,10 @@ from typing import Any
 
 from ._layout import stores
 from ._readers import attr, check_glu_silu, decoder, require
+from ._readers_2025 import mla
 from .rope import rope_parameters_of
 
-__all__ = ["READERS_2026", "apertus", "hunyuan_dense", "hunyuan_moe", "ntk_alpha_rope"]
+__all__ = ["READERS_2026", "apertus", "deepseek_v2", "hunyuan_dense", "hunyuan_moe", "ntk_alpha_rope"]
 
 
 def ntk_alpha_rope(c: Any) -> dict[str, Any]:
@@ -80,5 +83,34 @@ def apertus(c: Any) -> dict[str, Any]:
     return f
 
 
+def deepseek_v2(c: Any) -> dict[str, Any]:
+    """DeepSeek-V2: latent attention (interleaved RoPE, YaRN's attention correction); dense
+    feed-forwards for the first ``first_k_dense_replace`` layers, then a softmax top-k mixture
+    whose weights are the chosen probabilities times ``routed_scaling_factor`` (never
+    renormalised: transformers ignores ``norm_topk_prob`` here), plus ``n_shared_experts``.
+    Only ``topk_method="greedy"`` (V2-Lite, Coder-V2-Lite) is read."""
+    method = attr(c, "topk_method", "greedy")
+    if method != "greedy":
+        raise NotImplementedError(
+            f"deepseek_v2: topk_method={method!r} is not supported: group_limited_greedy ranks "
+            "expert groups by their best softmax probability, while llmviz's group-limited router "
+            "ranks them by the sum of their two best scores (DeepSeek-V3's rule); 'greedy' "
+            "checkpoints (DeepSeek-V2-Lite) load")
+    f = mla(c)
+    f["rope_layout"] = "interleaved"  # complex multiplication on (even, odd) pairs
+    first = int(attr(c, "first_k_dense_replace", 0))
+    sparse = tuple(range(first, c.num_hidden_layers))
+    if not sparse:
+        return f
+    n_shared = int(attr(c, "n_shared_experts", 0))
+    f.update(n_experts=c.n_routed_experts, experts_top_k=c.num_experts_per_tok,
+             expert_d_ff=c.moe_intermediate_size, n_shared_experts=n_shared,
+             shared_expert_d_ff=n_shared * c.moe_intermediate_size if n_shared else None,
+             moe_score="softmax", moe_normalize=False, moe_scaling=float(c.routed_scaling_factor),
+             moe_layers=sparse)
+    return f
+
+
 #: model_type -> reader, for the families above.
-READERS_2026 = {"hunyuan_v1_dense": hunyuan_dense, "hunyuan_v1_moe": hunyuan_moe, "apertus": apertus}
+READERS_2026 = {"hunyuan_v1_dense": hunyuan_dense, "hunyuan_v1_moe": hunyuan_moe, "apertus": apertus,
+                "deepseek_v2": deepseek_v2}

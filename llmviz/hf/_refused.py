@@ -45,9 +45,6 @@ REFUSED: dict[str, str] = {
     **dict.fromkeys(("granite", "granite_swa", "granitemoe", "granitemoe_swa", "granitemoeshared",
                      "hyperclovax"), _GRANITE),
     **dict.fromkeys(("cohere", "cohere2", "cohere2_moe"), _COHERE),
-    "deepseek_v2": "its group-limited router ranks expert groups by their best softmax score, while "
-                   "llmviz's router ranks them by the sum of their two best (DeepSeek-V3's rule); "
-                   "DeepSeek-V3 checkpoints (model_type 'deepseek_v3') load",
     "deepseek_v4": "compressed sparse attention (an indexer over compressed keys) and hyper-connections "
                    "in place of the residual stream; llmviz has neither",
     "qwen4_exp": _MULTIMODAL,

@@ -234,3 +234,8 @@ def test_bridge_family_features_are_represented(make_hf):
         "qk_norm_after_rope", 4, 1, 32, None)
     c = config_from_hf(make_hf("apertus").config)  # a plain MLP with the trainable xIELU
     assert (c.ffn, c.qk_norm, c.attn_kind) == ("xielu", "rms", "standard")
+    c = config_from_hf(make_hf("deepseek_v2").config)  # softmax scores, never renormalised
+    assert (c.attn_kind, c.moe_score, c.moe_normalize, c.moe_scaling, c.moe_n_groups, c.moe_layers) == (
+        "mla", "softmax", False, 2.5, None, (1, 2))
+    c = config_from_hf(make_hf("deepseek_v2-lite").config)
+    assert (c.q_lora_rank, c.moe_n_groups) == (None, None)

@@ -251,6 +251,10 @@ def test_2026_families_refuse_what_they_cannot_represent(make_hf):
     config.moe_norm_min = 0.5
     with pytest.raises(NotImplementedError, match="moe_norm_min=0.5 can exceed"):
         config_from_hf(config)
+    config = make_hf("deepseek_v2").config
+    config.topk_method = "group_limited_greedy"  # DeepSeek-V2 (236B): groups ranked by their best
+    with pytest.raises(NotImplementedError, match="topk_method='group_limited_greedy' is not supported: .*best softmax"):
+        config_from_hf(config)
     config = make_hf("apertus").config
     config.hidden_act = "silu"
     with pytest.raises(NotImplementedError, match="hidden_act='silu' is not supported .*xIELU"):
