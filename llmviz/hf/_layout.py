@@ -36,6 +36,11 @@ class Layout:
             (DeepSeek-V3, GLM-4.5), not part of the causal LM: skipped, as transformers does.
         flattened: llmviz tensor paths inside a layer whose stored tensor has extra singleton
             dimensions, read flattened (ERNIE 4.5's choice bias is stored ``(1, E)``).
+        top: llmviz tensors outside the layers -> their stored names (GPT-NeoX's ``embed_in``,
+            ``final_layer_norm``).
+        qkv_per_head: the stored fused projection whose rows are grouped by head,
+            ``[head 0: q | k | v, head 1: ...]`` (GPT-NeoX's ``attention.query_key_value``; it
+            has as many key/value heads as query heads), or None.
     """
 
     fused: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -44,6 +49,8 @@ class Layout:
     prefix: str = "model."
     mtp_layers: bool = False
     flattened: tuple[str, ...] = ()
+    top: dict[str, str] = field(default_factory=dict)
+    qkv_per_head: str | None = None
 
     def fused_name(self, proj: str) -> str | None:
         """The stored fused tensor holding llmviz projection ``proj``, or None."""

@@ -11,7 +11,7 @@ from typing import Any
 from ._layout import FUSED_GATE_UP, stores
 from ._readers import activation, attr, check_glu_silu, decoder, every_layer_window, gemma2, llama, require
 
-__all__ = ["READERS_DENSE", "arcee", "cwm", "ernie4_5", "exaone4", "glm", "glm4", "helium", "jais2",
+__all__ = ["READERS_DENSE", "arcee", "cwm", "ernie4_5", "exaone4", "glm", "glm4", "gpt_neox", "helium", "jais2",
            "ministral", "relu2_mlp", "seed_oss", "stablelm", "starcoder2", "vaultgemma"]
 
 
@@ -139,8 +139,30 @@ def exaone4(c: Any) -> dict[str, Any]:
     return f
 
 
+@stores(prefix="gpt_neox.", qkv_per_head="attention.query_key_value",
+        top={"embed_tokens.weight": "embed_in.weight", "norm.weight": "final_layer_norm.weight",
+             "norm.bias": "final_layer_norm.bias"},
+        renames={"self_attn.o_proj": "attention.dense", "mlp.up_proj": "mlp.dense_h_to_4h",
+                 "mlp.down_proj": "mlp.dense_4h_to_h"})
+def gpt_neox(c: Any) -> dict[str, Any]:
+    """GPT-NeoX (Pythia): LayerNorm, partial rotary (rotate-half on the first
+    ``partial_rotary_factor`` of each head), q/k/v fused per head in ``query_key_value``,
+    biases on attention (``attention_bias``) and on the plain MLP (always). Serial blocks only:
+    ``use_parallel_residual=True`` (the released models) feeds attention and MLP through two
+    different LayerNorms of the same input, and llmviz's parallel block has one norm."""
+    require(c, "use_parallel_residual", False, "attention and MLP read two different LayerNorms "
+            "of the same input (input_layernorm, post_attention_layernorm); llmviz's parallel "
+            "block shares one norm")
+    f = decoder(c, allow_partial=True)
+    if f["activation"] is None:
+        raise NotImplementedError(f"gpt_neox: hidden_act={c.hidden_act!r} is not supported")
+    f.update(norm="layer", ffn="mlp", bias=True, attn_bias=bool(attr(c, "attention_bias", True)))
+    return f
+
+
 #: model_type -> reader, for the families above.
 READERS_DENSE = {"glm": glm, "glm4": glm4, "ernie4_5": ernie4_5, "seed_oss": seed_oss,
                  "helium": helium, "arcee": arcee, "jais2": jais2, "ministral": ministral,
                  "cwm": cwm, "internlm3": llama, "iquestcoder": llama, "exaone": llama, "vaultgemma": vaultgemma,
-                 "starcoder2": starcoder2, "stablelm": stablelm, "exaone4": exaone4}
+                 "starcoder2": starcoder2, "stablelm": stablelm, "exaone4": exaone4,
+                 "gpt_neox": gpt_neox}

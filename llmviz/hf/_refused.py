@@ -73,8 +73,6 @@ REFUSED: dict[str, str] = {
     "nemotron": "LayerNorm1P (LayerNorm scaling by 1 + weight); llmviz's LayerNorm scales by weight",
     "ministral3": "queries scaled by Llama 4's position-dependent attention temperature "
                   "(llama_4_scaling_beta); llmviz has no such scale",
-    "gpt_neox": "its parallel residual feeds attention and MLP through two different LayerNorms; "
-                "llmviz's parallel block has one (and its fused query_key_value is interleaved per head)",
     "gptj": "the output head has a bias (lm_head.bias); llmviz's head has none",
     "codegen": "GPT-J's block with a biased output head (lm_head.bias); llmviz's head has none",
     "phi": "the output head has a bias (lm_head.bias); llmviz's head has none",

@@ -104,11 +104,13 @@ def plan_for(config: ModelConfig, family: str, target_keys: list[str],
     plan = {}
     for key in target_keys:
         if not key.startswith("layers."):
-            plan[key] = Source(key)  # embed_tokens, norm (lm_head is handled by the loader)
+            plan[key] = Source(layout.top.get(key, key))  # embed_tokens, norm (lm_head: the loader)
             continue
         _, i, module, rest = key.split(".", 3)
         if module in inverse:
             plan[key] = Source(f"layers.{i}.{inverse[module]}.{rest}")
+        elif layout.qkv_per_head and module == "self_attn" and rest.split(".")[0] in _QKV:
+            plan[key] = _per_head_source(i, rest, config, layout.qkv_per_head)
         elif layout.fused_name(rest.split(".")[0]) is not None:
             plan[key] = _fused_source(i, module, rest, config, layout)
         elif f"{module}.{rest}" in layout.renames:  # one tensor renamed
@@ -123,6 +125,19 @@ def plan_for(config: ModelConfig, family: str, target_keys: list[str],
         else:
             plan[key] = Source(key)
     return plan
+
+
+_QKV = ("q_proj", "k_proj", "v_proj")
+
+
+def _per_head_source(i: str, rest: str, c: ModelConfig, fused: str) -> Source:
+    """Rows of q, k or v in a projection fused per head, ``[head h: q_h | k_h | v_h]``."""
+    if c.n_kv_heads != c.n_heads:
+        raise ValueError(f"a fused {fused} grouped by head needs n_kv_heads == n_heads; the config "
+                         f"has {c.n_kv_heads} and {c.n_heads}")
+    name, tail = rest.split(".", 1)
+    D, j = c.head_dim, _QKV.index(name)
+    return Source(f"layers.{i}.{fused}.{tail}", fn=_rows_per_group(c.n_heads, 3 * D, j * D, (j + 1) * D))
 
 
 def _flatten(w: torch.Tensor) -> torch.Tensor:

@@ -162,6 +162,9 @@ FAMILIES = {
     "deepseek_v2-lite": ("DeepseekV2Config", "DeepseekV2ForCausalLM",  # V2-Lite: no q LoRA, greedy
                          dict(FAMILIES_MLA, q_lora_rank=None, topk_method="greedy", n_group=None,
                               topk_group=None, rope_parameters={"rope_type": "default", "rope_theta": 1e4})),
+    "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM",  # serial blocks: the parallel ones are refused
+                 dict(use_parallel_residual=False, num_key_value_heads=None,
+                      rope_parameters={"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.25})),
     "vaultgemma": ("VaultGemmaConfig", "VaultGemmaForCausalLM",
                    dict(head_dim=16, sliding_window=6, query_pre_attn_scalar=20,
                         attn_logit_softcapping=5.0, final_logit_softcapping=3.0)),

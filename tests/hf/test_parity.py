@@ -239,3 +239,5 @@ def test_bridge_family_features_are_represented(make_hf):
         "mla", "softmax", False, 2.5, None, (1, 2))
     c = config_from_hf(make_hf("deepseek_v2-lite").config)
     assert (c.q_lora_rank, c.moe_n_groups) == (None, None)
+    c = config_from_hf(make_hf("gpt_neox").config)  # q/k/v fused per head, partial rotary
+    assert (c.norm, c.ffn, c.bias, c.rotary_dim, c.parallel, c.tie_embeddings) == ("layer", "mlp", True, 4, False, False)
