@@ -38,6 +38,8 @@ class Layout:
             dimensions, read flattened (ERNIE 4.5's choice bias is stored ``(1, E)``).
         top: llmviz tensors outside the layers -> their stored names (GPT-NeoX's ``embed_in``,
             ``final_layer_norm``).
+        stored_layers: what the checkpoint calls its list of layers (BLOOM: ``h``), read as
+            llmviz's ``layers``.
         qkv_per_head: the stored fused projection whose rows are grouped by head,
             ``[head 0: q | k | v, head 1: ...]`` (GPT-NeoX's ``attention.query_key_value``; it
             has as many key/value heads as query heads), or None.
@@ -51,6 +53,7 @@ class Layout:
     flattened: tuple[str, ...] = ()
     top: dict[str, str] = field(default_factory=dict)
     qkv_per_head: str | None = None
+    stored_layers: str = "layers"
 
     def fused_name(self, proj: str) -> str | None:
         """The stored fused tensor holding llmviz projection ``proj``, or None."""

@@ -11,7 +11,7 @@ from typing import Any
 from ._layout import FUSED_GATE_UP, stores
 from ._readers import activation, attr, check_glu_silu, decoder, every_layer_window, gemma2, llama, require
 
-__all__ = ["READERS_DENSE", "arcee", "cwm", "ernie4_5", "exaone4", "glm", "glm4", "gpt_neox", "helium", "jais2",
+__all__ = ["READERS_DENSE", "arcee", "cwm", "ernie4_5", "exaone4", "bloom", "glm", "glm4", "gpt_neox", "helium", "jais2",
            "ministral", "relu2_mlp", "seed_oss", "stablelm", "starcoder2", "vaultgemma"]
 
 
@@ -160,9 +160,29 @@ def gpt_neox(c: Any) -> dict[str, Any]:
     return f
 
 
+@stores(prefix="transformer.", stored_layers="h", qkv_per_head="self_attention.query_key_value",
+        top={"embed_tokens.weight": "word_embeddings.weight", "embed_norm.weight": "word_embeddings_layernorm.weight",
+             "embed_norm.bias": "word_embeddings_layernorm.bias", "norm.weight": "ln_f.weight", "norm.bias": "ln_f.bias"},
+        renames={"self_attn.o_proj": "self_attention.dense", "mlp.up_proj": "mlp.dense_h_to_4h",
+                 "mlp.down_proj": "mlp.dense_4h_to_h"})
+def bloom(c: Any) -> dict[str, Any]:
+    """BLOOM: ALiBi (no position table), a LayerNorm right after the token embedding, pre-norm
+    LayerNorm blocks, q/k/v fused per head, a 4C plain MLP with GELU's tanh form, biases on
+    every projection, the output head tied to the embedding."""
+    require(c, "apply_residual_connection_post_layernorm", (False, None), "the residual branches "
+            "start from the normed stream; llmviz's residual stream is never normed")
+    return dict(
+        vocab_size=c.vocab_size, d_model=c.hidden_size, n_layers=c.n_layer, n_heads=c.n_head,
+        d_ff=4 * c.hidden_size, max_seq_len=int(attr(c, "seq_length", 2048)), position="alibi",
+        norm="layer", norm_eps=float(c.layer_norm_epsilon), placement="pre", embed_norm=True,
+        ffn="mlp", activation="gelu_tanh", bias=True,
+        tie_embeddings=bool(getattr(c, "tie_word_embeddings", True)),
+    )
+
+
 #: model_type -> reader, for the families above.
 READERS_DENSE = {"glm": glm, "glm4": glm4, "ernie4_5": ernie4_5, "seed_oss": seed_oss,
                  "helium": helium, "arcee": arcee, "jais2": jais2, "ministral": ministral,
                  "cwm": cwm, "internlm3": llama, "iquestcoder": llama, "exaone": llama, "vaultgemma": vaultgemma,
                  "starcoder2": starcoder2, "stablelm": stablelm, "exaone4": exaone4,
-                 "gpt_neox": gpt_neox}
+                 "gpt_neox": gpt_neox, "bloom": bloom}

@@ -57,8 +57,14 @@ REFUSED: dict[str, str] = {
     "qwen3_5_moe": "a vision-language model; load its text part (Qwen3_5MoeForCausalLM, model_type "
                    "'qwen3_5_moe_text') instead",
     "llama4": "the multimodal Llama 4; its text model is model_type 'llama4_text'",
-    "llama4_text": "chunked local attention (attention_chunk_size) on its RoPE layers, NoPE global "
-                   "layers with attention temperature tuning; llmviz has no chunked-attention layer yet",
+    "llama4_text": "its mixture scales each expert's input (not its output) by the router's sigmoid "
+                   "score, its NoPE layers scale queries by a position-dependent temperature "
+                   "(attn_temperature_tuning, floor_scale, attn_scale) and its RoPE layers L2-normalise "
+                   "the rotated q and k without a weight (use_qk_norm); llmviz has the chunked local "
+                   "attention (local_attention='chunked') but none of these three",
+    "gemma4_text": "a second, per-layer token embedding (vocab_size_per_layer_input, "
+                   "hidden_size_per_layer_input) fed into every layer, and keys and values shared by "
+                   "the last num_kv_shared_layers layers; llmviz has neither",
     "kimi_linear": "Kimi Delta Attention layers (per-channel gated delta rule); llmviz's linear layers "
                    "are Gated DeltaNet, whose gate is one scalar per head",
     "minimax": "lightning (linear) attention layers; llmviz's linear layers are Gated DeltaNet",
@@ -91,12 +97,10 @@ REFUSED: dict[str, str] = {
     **{t: _UNREAD.format(why) for t, why in {
         "afmoe": "sigmoid-gated attention, route_scale and optional muP", "axk1": "MLA with its own "
         "dense/sparse layer rule", "aria_text": "Aria's experts", "beam": "biased attention gates and "
-        "residual scaling", "bloom": "ALiBi with an embedding LayerNorm and a per-head fused "
-        "query_key_value", "biogpt": "scaled learned positions", "cpmant": "segment position buckets",
+        "residual scaling", "biogpt": "scaled learned positions", "cpmant": "segment position buckets",
         "ctrl": "sinusoidal positions",
         "falcon": "its parallel and multi-query variants", "flint": "its experts", "gemma3n_text":
-        "per-layer embeddings, AltUp and KV sharing", "gemma4_text": "Gemma 4's per-layer inputs and "
-        "KV sharing", "gemma4_assistant": "a drafting model", "gemma4_unified_assistant": "a drafting "
+        "per-layer embeddings, AltUp and KV sharing", "gemma4_assistant": "a drafting model", "gemma4_unified_assistant": "a drafting "
         "model", "gemma4_unified_text": "Gemma 4's unified text model", "gpt_bigcode": "multi-query "
         "fused c_attn", "gpt_neo": "alternating local layers and unscaled scores", "gpt_neox_japanese":
         "its MLP and attention biases", "hrm_text": "recurrent stacks of layers", "hy_v3": "its "

@@ -297,6 +297,9 @@ def load_checkpoint(sd: dict[str, torch.Tensor], config: ModelConfig, family: st
     """A :class:`DecoderLM` built from ``config`` holding the tensors of ``sd`` (strict), stored
     as ``layout`` declares."""
     sd = _strip_prefix(sd, layout.prefix)
+    if layout.stored_layers != "layers":  # BLOOM's h.{i}. -> layers.{i}.
+        stored = layout.stored_layers + "."
+        sd = {"layers." + k[len(stored):] if k.startswith(stored) else k: v for k, v in sd.items()}
     if layout.mtp_layers:  # multi-token-prediction layers: not part of the causal LM
         sd = {k: v for k, v in sd.items()
               if not (k.startswith("layers.") and int(k.split(".")[1]) >= config.n_layers)}

@@ -165,6 +165,8 @@ FAMILIES = {
     "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM",  # serial blocks: the parallel ones are refused
                  dict(use_parallel_residual=False, num_key_value_heads=None,
                       rope_parameters={"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.25})),
+    "bloom": ("BloomConfig", "BloomForCausalLM", {}),
+    "bloom-6heads": ("BloomConfig", "BloomForCausalLM", dict(hidden_size=48, n_head=6)),  # ALiBi's odd slopes
     "vaultgemma": ("VaultGemmaConfig", "VaultGemmaForCausalLM",
                    dict(head_dim=16, sliding_window=6, query_pre_attn_scalar=20,
                         attn_logit_softcapping=5.0, final_logit_softcapping=3.0)),
@@ -173,7 +175,10 @@ FAMILIES = {
 
 def build(config_cls: str, model_cls: str, **overrides):
     """A seeded tiny model of that class, norms and biases randomised, in eval mode."""
-    if config_cls == "GPT2Config":
+    if config_cls == "BloomConfig":
+        cfg = dict(vocab_size=V, hidden_size=64, n_layer=2, n_head=4, initializer_range=0.1,
+                   bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    elif config_cls == "GPT2Config":
         cfg = dict(vocab_size=V, n_embd=64, n_layer=2, n_head=4, n_positions=64,
                    initializer_range=0.1, bos_token_id=1, eos_token_id=2)
     else:
