@@ -40,9 +40,11 @@ class Layout:
             ``final_layer_norm``).
         stored_layers: what the checkpoint calls its list of layers (BLOOM: ``h``), read as
             llmviz's ``layers``.
-        qkv_per_head: the stored fused projection whose rows are grouped by head,
-            ``[head 0: q | k | v, head 1: ...]`` (GPT-NeoX's ``attention.query_key_value``; it
-            has as many key/value heads as query heads), or None.
+        qkv_grouped: the stored fused projection whose rows are grouped by key/value head,
+            ``[group g: its H/G query heads | k_g | v_g]``, or None. With G = H it is grouped by
+            head, ``[head h: q_h | k_h | v_h]`` (GPT-NeoX, BLOOM, Falcon without multi-query);
+            with G = 1 it is ``q | k | v`` (Falcon's multi-query); between, Falcon's new
+            decoder architecture.
     """
 
     fused: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -52,7 +54,7 @@ class Layout:
     mtp_layers: bool = False
     flattened: tuple[str, ...] = ()
     top: dict[str, str] = field(default_factory=dict)
-    qkv_per_head: str | None = None
+    qkv_grouped: str | None = None
     stored_layers: str = "layers"
 
     def fused_name(self, proj: str) -> str | None:

@@ -10,8 +10,9 @@ from typing import Any
 
 from ._layout import FUSED_GATE_UP, stores
 from ._readers import activation, attr, check_glu_silu, decoder, every_layer_window, gemma2, llama, require
+from .rope import rope_parameters_of, rope_spec
 
-__all__ = ["READERS_DENSE", "arcee", "cwm", "ernie4_5", "exaone4", "bloom", "glm", "glm4", "gpt_neox", "helium", "jais2",
+__all__ = ["READERS_DENSE", "arcee", "cwm", "ernie4_5", "exaone4", "bloom", "falcon", "glm", "glm4", "gpt_neox", "helium", "jais2",
            "ministral", "relu2_mlp", "seed_oss", "stablelm", "starcoder2", "vaultgemma"]
 
 
@@ -139,7 +140,7 @@ def exaone4(c: Any) -> dict[str, Any]:
     return f
 
 
-@stores(prefix="gpt_neox.", qkv_per_head="attention.query_key_value",
+@stores(prefix="gpt_neox.", qkv_grouped="attention.query_key_value",
         top={"embed_tokens.weight": "embed_in.weight", "norm.weight": "final_layer_norm.weight",
              "norm.bias": "final_layer_norm.bias"},
         renames={"self_attn.o_proj": "attention.dense", "mlp.up_proj": "mlp.dense_h_to_4h",
@@ -160,7 +161,7 @@ def gpt_neox(c: Any) -> dict[str, Any]:
     return f
 
 
-@stores(prefix="transformer.", stored_layers="h", qkv_per_head="self_attention.query_key_value",
+@stores(prefix="transformer.", stored_layers="h", qkv_grouped="self_attention.query_key_value",
         top={"embed_tokens.weight": "word_embeddings.weight", "embed_norm.weight": "word_embeddings_layernorm.weight",
              "embed_norm.bias": "word_embeddings_layernorm.bias", "norm.weight": "ln_f.weight", "norm.bias": "ln_f.bias"},
         renames={"self_attn.o_proj": "self_attention.dense", "mlp.up_proj": "mlp.dense_h_to_4h",
@@ -180,9 +181,43 @@ def bloom(c: Any) -> dict[str, Any]:
     )
 
 
+@stores(prefix="transformer.", stored_layers="h", qkv_grouped="self_attention.query_key_value",
+        top={"embed_tokens.weight": "word_embeddings.weight", "norm.weight": "ln_f.weight", "norm.bias": "ln_f.bias"},
+        renames={"self_attn.o_proj": "self_attention.dense", "mlp.up_proj": "mlp.dense_h_to_4h",
+                 "mlp.down_proj": "mlp.dense_4h_to_h"})
+def falcon(c: Any) -> dict[str, Any]:
+    """Falcon: LayerNorm, RoPE, a plain MLP (``activation``), biases from ``bias``; attention and
+    MLP side by side from one norm (``parallel_attn``) or one after the other; q/k/v fused by
+    key/value head: one shared key/value head (``multi_query``, Falcon-7B), one per head, or
+    ``num_kv_heads`` groups (``new_decoder_architecture`` with one norm)."""
+    require(c, "alibi", (False, None), "Falcon's ALiBi variant; llmviz reads Falcon with RoPE")
+    new = bool(attr(c, "new_decoder_architecture", False))
+    if new:
+        require(c, "num_ln_in_parallel_attn", 1, "two LayerNorms (ln_attn, ln_mlp) feed attention and "
+                "MLP side by side; llmviz's parallel block shares one norm")
+        require(c, "parallel_attn", True, "the new decoder architecture is read with parallel blocks")
+    act = activation(c, "activation")
+    head_dim = c.hidden_size // c.num_attention_heads
+    kv = (attr(c, "num_kv_heads", c.num_attention_heads) if new
+          else 1 if attr(c, "multi_query", True) else c.num_attention_heads)
+    rope = rope_spec(rope_parameters_of(c), head_dim=head_dim, max_position_embeddings=c.max_position_embeddings,
+                     where="falcon rope_parameters")
+    bias = bool(attr(c, "bias", False))
+    return dict(
+        vocab_size=c.vocab_size, d_model=c.hidden_size, n_layers=c.num_hidden_layers,
+        n_heads=c.num_attention_heads, n_kv_heads=kv, head_dim=head_dim,
+        d_ff=attr(c, "ffn_hidden_size", 4 * c.hidden_size), max_seq_len=c.max_position_embeddings,
+        position="rope", rope_base=rope.base, rope_scaling=rope.scaling, rope_layout="half",
+        norm="layer", norm_eps=float(c.layer_norm_epsilon), placement="pre",
+        parallel=bool(attr(c, "parallel_attn", True)), ffn="mlp", activation=act, bias=bias,
+        attn_bias=bias, tie_embeddings=bool(getattr(c, "tie_word_embeddings", True)),
+    )
+
+
 #: model_type -> reader, for the families above.
 READERS_DENSE = {"glm": glm, "glm4": glm4, "ernie4_5": ernie4_5, "seed_oss": seed_oss,
                  "helium": helium, "arcee": arcee, "jais2": jais2, "ministral": ministral,
                  "cwm": cwm, "internlm3": llama, "iquestcoder": llama, "exaone": llama, "vaultgemma": vaultgemma,
                  "starcoder2": starcoder2, "stablelm": stablelm, "exaone4": exaone4,
-                 "gpt_neox": gpt_neox, "bloom": bloom}
+                 "gpt_neox": gpt_neox, "bloom": bloom,
+                 "falcon": falcon}

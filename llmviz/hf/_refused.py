@@ -99,7 +99,7 @@ REFUSED: dict[str, str] = {
         "dense/sparse layer rule", "aria_text": "Aria's experts", "beam": "biased attention gates and "
         "residual scaling", "biogpt": "scaled learned positions", "cpmant": "segment position buckets",
         "ctrl": "sinusoidal positions",
-        "falcon": "its parallel and multi-query variants", "flint": "its experts", "gemma3n_text":
+"flint": "its experts", "gemma3n_text":
         "per-layer embeddings, AltUp and KV sharing", "gemma4_assistant": "a drafting model", "gemma4_unified_assistant": "a drafting "
         "model", "gemma4_unified_text": "Gemma 4's unified text model", "gpt_bigcode": "multi-query "
         "fused c_attn", "gpt_neo": "alternating local layers and unscaled scores", "gpt_neox_japanese":

@@ -109,8 +109,8 @@ def plan_for(config: ModelConfig, family: str, target_keys: list[str],
         _, i, module, rest = key.split(".", 3)
         if module in inverse:
             plan[key] = Source(f"layers.{i}.{inverse[module]}.{rest}")
-        elif layout.qkv_per_head and module == "self_attn" and rest.split(".")[0] in _QKV:
-            plan[key] = _per_head_source(i, rest, config, layout.qkv_per_head)
+        elif layout.qkv_grouped and module == "self_attn" and rest.split(".")[0] in _QKV:
+            plan[key] = _grouped_source(i, rest, config, layout.qkv_grouped)
         elif layout.fused_name(rest.split(".")[0]) is not None:
             plan[key] = _fused_source(i, module, rest, config, layout)
         elif f"{module}.{rest}" in layout.renames:  # one tensor renamed
@@ -130,14 +130,14 @@ def plan_for(config: ModelConfig, family: str, target_keys: list[str],
 _QKV = ("q_proj", "k_proj", "v_proj")
 
 
-def _per_head_source(i: str, rest: str, c: ModelConfig, fused: str) -> Source:
-    """Rows of q, k or v in a projection fused per head, ``[head h: q_h | k_h | v_h]``."""
-    if c.n_kv_heads != c.n_heads:
-        raise ValueError(f"a fused {fused} grouped by head needs n_kv_heads == n_heads; the config "
-                         f"has {c.n_kv_heads} and {c.n_heads}")
+def _grouped_source(i: str, rest: str, c: ModelConfig, fused: str) -> Source:
+    """Rows of q, k or v in a projection fused by key/value head, ``[group g: its r = H/G query
+    heads | k_g | v_g]`` (r = 1: by head; G = 1: q | k | v)."""
     name, tail = rest.split(".", 1)
-    D, j = c.head_dim, _QKV.index(name)
-    return Source(f"layers.{i}.{fused}.{tail}", fn=_rows_per_group(c.n_heads, 3 * D, j * D, (j + 1) * D))
+    D, G, r = c.head_dim, c.n_kv_heads, c.n_heads // c.n_kv_heads
+    start, stop = {"q_proj": (0, r * D), "k_proj": (r * D, (r + 1) * D),
+                   "v_proj": ((r + 1) * D, (r + 2) * D)}[name]
+    return Source(f"layers.{i}.{fused}.{tail}", fn=_rows_per_group(G, (r + 2) * D, start, stop))
 
 
 def _flatten(w: torch.Tensor) -> torch.Tensor:

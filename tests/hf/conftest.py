@@ -167,6 +167,10 @@ FAMILIES = {
                       rope_parameters={"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.25})),
     "bloom": ("BloomConfig", "BloomForCausalLM", {}),
     "bloom-6heads": ("BloomConfig", "BloomForCausalLM", dict(hidden_size=48, n_head=6)),  # ALiBi's odd slopes
+    "falcon": ("FalconConfig", "FalconForCausalLM", {}),  # Falcon-7B: multi-query, parallel
+    "falcon-serial": ("FalconConfig", "FalconForCausalLM", dict(multi_query=False, parallel_attn=False)),
+    "falcon-new": ("FalconConfig", "FalconForCausalLM",  # grouped keys/values, one norm
+                   dict(new_decoder_architecture=True, num_kv_heads=2, num_ln_in_parallel_attn=1)),
     "vaultgemma": ("VaultGemmaConfig", "VaultGemmaForCausalLM",
                    dict(head_dim=16, sliding_window=6, query_pre_attn_scalar=20,
                         attn_logit_softcapping=5.0, final_logit_softcapping=3.0)),
@@ -178,6 +182,10 @@ def build(config_cls: str, model_cls: str, **overrides):
     if config_cls == "BloomConfig":
         cfg = dict(vocab_size=V, hidden_size=64, n_layer=2, n_head=4, initializer_range=0.1,
                    bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    elif config_cls == "FalconConfig":
+        cfg = dict(vocab_size=V, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                   max_position_embeddings=64, initializer_range=0.1, bos_token_id=1, eos_token_id=2,
+                   pad_token_id=0, bias=True)
     elif config_cls == "GPT2Config":
         cfg = dict(vocab_size=V, n_embd=64, n_layer=2, n_head=4, n_positions=64,
                    initializer_range=0.1, bos_token_id=1, eos_token_id=2)

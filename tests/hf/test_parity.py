@@ -243,3 +243,6 @@ def test_bridge_family_features_are_represented(make_hf):
     assert (c.norm, c.ffn, c.bias, c.rotary_dim, c.parallel, c.tie_embeddings) == ("layer", "mlp", True, 4, False, False)
     c = config_from_hf(make_hf("bloom").config)  # ALiBi, a norm after the embedding, tied head
     assert (c.position, c.embed_norm, c.norm, c.activation, c.tie_embeddings) == ("alibi", True, "layer", "gelu_tanh", True)
+    c = config_from_hf(make_hf("falcon").config)  # one key/value head, attention and MLP side by side
+    assert (c.n_kv_heads, c.parallel, c.norm, c.ffn, c.bias) == (1, True, "layer", "mlp", True)
+    assert (config_from_hf(make_hf("falcon-new").config).n_kv_heads, config_from_hf(make_hf("falcon-serial").config).parallel) == (2, False)

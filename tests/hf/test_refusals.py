@@ -263,3 +263,7 @@ def test_2026_families_refuse_what_they_cannot_represent(make_hf):
         config_from_hf(make_hf("gpt_neox", use_parallel_residual=True).config)
     with pytest.raises(NotImplementedError, match="apply_residual_connection_post_layernorm=True is not supported"):
         config_from_hf(make_hf("bloom", apply_residual_connection_post_layernorm=True).config)
+    with pytest.raises(NotImplementedError, match="num_ln_in_parallel_attn=2 is not supported .*two LayerNorms"):
+        config_from_hf(make_hf("falcon", new_decoder_architecture=True, num_kv_heads=2).config)
+    with pytest.raises(NotImplementedError, match="alibi=True is not supported"):
+        config_from_hf(make_hf("falcon", alibi=True).config)
