@@ -12,7 +12,7 @@ from ._layout import FUSED_GATE_UP, stores
 from ._readers import activation, attr, check_glu_silu, decoder, every_layer_window, gemma2, llama, require
 from .rope import rope_parameters_of, rope_spec
 
-__all__ = ["READERS_DENSE", "arcee", "cwm", "ernie4_5", "exaone4", "bloom", "falcon", "glm", "glm4", "gpt_neox", "helium", "jais2",
+__all__ = ["READERS_DENSE", "arcee", "cwm", "ernie4_5", "exaone4", "bloom", "falcon", "glm", "glm4", "gpt_neox", "helium", "jais2", "persimmon",
            "ministral", "relu2_mlp", "seed_oss", "stablelm", "starcoder2", "vaultgemma"]
 
 
@@ -214,10 +214,26 @@ def falcon(c: Any) -> dict[str, Any]:
     )
 
 
+@stores(qkv_grouped="self_attn.query_key_value", top={"norm.weight": "final_layernorm.weight",
+                                                       "norm.bias": "final_layernorm.bias"},
+        renames={"self_attn.o_proj": "self_attn.dense", "self_attn.q_norm": "self_attn.q_layernorm",
+                 "self_attn.k_norm": "self_attn.k_layernorm", "mlp.up_proj": "mlp.dense_h_to_4h",
+                 "mlp.down_proj": "mlp.dense_4h_to_h"})
+def persimmon(c: Any) -> dict[str, Any]:
+    """Persimmon: LayerNorm blocks, q/k/v fused per head (biased), per-head LayerNorm QK-norm
+    (``qk_layernorm``, one weight and bias shared by the heads) before partial rotary, and a
+    biased plain MLP with squared ReLU."""
+    f = relu2_mlp(c, decoder(c, allow_partial=True))
+    f.update(norm="layer", bias=True, attn_bias=True)
+    if attr(c, "qk_layernorm", False):
+        f.update(qk_norm="layer", qk_norm_eps=float(c.layer_norm_eps), qk_norm_scope="head")
+    return f
+
+
 #: model_type -> reader, for the families above.
 READERS_DENSE = {"glm": glm, "glm4": glm4, "ernie4_5": ernie4_5, "seed_oss": seed_oss,
                  "helium": helium, "arcee": arcee, "jais2": jais2, "ministral": ministral,
                  "cwm": cwm, "internlm3": llama, "iquestcoder": llama, "exaone": llama, "vaultgemma": vaultgemma,
                  "starcoder2": starcoder2, "stablelm": stablelm, "exaone4": exaone4,
                  "gpt_neox": gpt_neox, "bloom": bloom,
-                 "falcon": falcon}
+                 "falcon": falcon, "persimmon": persimmon}

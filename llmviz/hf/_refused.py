@@ -112,6 +112,5 @@ REFUSED: dict[str, str] = {
 "modernbert-decoder": "ModernBERT's "
         "layers", "mpt": "ALiBi with its LayerNorm", "nanochat": "its norm and soft-cap placement",
         "olmo_hybrid": "Gated DeltaNet layers in OLMo 3's block", "openai-gpt": "post-norm blocks",
-        "opt": "positions offset by two rows and project_in/out", "persimmon": "per-head QK LayerNorm",
-        "xglm": "scaled sinusoidal positions"}.items()},
+        "opt": "positions offset by two rows and project_in/out", "xglm": "scaled sinusoidal positions"}.items()},
 }

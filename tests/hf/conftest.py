@@ -171,6 +171,9 @@ FAMILIES = {
     "falcon-serial": ("FalconConfig", "FalconForCausalLM", dict(multi_query=False, parallel_attn=False)),
     "falcon-new": ("FalconConfig", "FalconForCausalLM",  # grouped keys/values, one norm
                    dict(new_decoder_architecture=True, num_kv_heads=2, num_ln_in_parallel_attn=1)),
+    "persimmon": ("PersimmonConfig", "PersimmonForCausalLM",
+                  dict(num_key_value_heads=None, rope_parameters={"rope_type": "default", "rope_theta": 1e4,
+                                                                  "partial_rotary_factor": 0.5})),
     "vaultgemma": ("VaultGemmaConfig", "VaultGemmaForCausalLM",
                    dict(head_dim=16, sliding_window=6, query_pre_attn_scalar=20,
                         attn_logit_softcapping=5.0, final_logit_softcapping=3.0)),

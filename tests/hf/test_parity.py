@@ -246,3 +246,5 @@ def test_bridge_family_features_are_represented(make_hf):
     c = config_from_hf(make_hf("falcon").config)  # one key/value head, attention and MLP side by side
     assert (c.n_kv_heads, c.parallel, c.norm, c.ffn, c.bias) == (1, True, "layer", "mlp", True)
     assert (config_from_hf(make_hf("falcon-new").config).n_kv_heads, config_from_hf(make_hf("falcon-serial").config).parallel) == (2, False)
+    c = config_from_hf(make_hf("persimmon").config)  # LayerNorm QK-norm per head, squared ReLU
+    assert (c.qk_norm, c.qk_norm_scope, c.activation, c.rotary_dim, c.norm) == ("layer", "head", "relu2", 8, "layer")
