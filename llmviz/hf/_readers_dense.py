@@ -12,7 +12,7 @@ from ._layout import FUSED_GATE_UP, stores
 from ._readers import activation, attr, check_glu_silu, decoder, every_layer_window, gemma2, llama, require
 from .rope import rope_parameters_of, rope_spec
 
-__all__ = ["READERS_DENSE", "arcee", "cwm", "ernie4_5", "exaone4", "bloom", "falcon", "glm", "glm4", "gpt_neox", "helium", "jais2", "persimmon",
+__all__ = ["READERS_DENSE", "arcee", "cwm", "ernie4_5", "exaone4", "bloom", "falcon", "glm", "glm4", "gpt_bigcode", "gpt_neox", "helium", "jais2", "persimmon",
            "ministral", "relu2_mlp", "seed_oss", "stablelm", "starcoder2", "vaultgemma"]
 
 
@@ -230,10 +230,32 @@ def persimmon(c: Any) -> dict[str, Any]:
     return f
 
 
+@stores(prefix="transformer.", stored_layers="h", qkv_grouped="attn.c_attn",
+        norms={"ln_1": "attn_norm", "ln_2": "ffn_norm"},
+        top={"embed_tokens.weight": "wte.weight", "embed_positions.weight": "wpe.weight",
+             "norm.weight": "ln_f.weight", "norm.bias": "ln_f.bias"},
+        renames={"self_attn.o_proj": "attn.c_proj", "mlp.up_proj": "mlp.c_fc", "mlp.down_proj": "mlp.c_proj"})
+def gpt_bigcode(c: Any) -> dict[str, Any]:
+    """GPTBigCode (SantaCoder, StarCoder 1): GPT-2's block in ``nn.Linear`` layers, with one
+    shared key/value head (``multi_query``: ``c_attn`` holds q | k | v) or one per head."""
+    require(c, "add_cross_attention", (False, None), "llmviz models are decoder-only")
+    f = dict(
+        vocab_size=c.vocab_size, d_model=c.n_embd, n_layers=c.n_layer, n_heads=c.n_head,
+        n_kv_heads=1 if attr(c, "multi_query", True) else c.n_head,
+        d_ff=attr(c, "n_inner", 4 * c.n_embd), max_seq_len=c.n_positions, position="learned",
+        norm="layer", norm_eps=float(c.layer_norm_epsilon), placement="pre", ffn="mlp",
+        activation=activation(c, "activation_function"), bias=True,
+        tie_embeddings=bool(getattr(c, "tie_word_embeddings", True)),
+        query_pre_attn_scalar=None if attr(c, "scale_attn_weights", True) else 1.0,
+    )
+    return f
+
+
 #: model_type -> reader, for the families above.
 READERS_DENSE = {"glm": glm, "glm4": glm4, "ernie4_5": ernie4_5, "seed_oss": seed_oss,
                  "helium": helium, "arcee": arcee, "jais2": jais2, "ministral": ministral,
                  "cwm": cwm, "internlm3": llama, "iquestcoder": llama, "exaone": llama, "vaultgemma": vaultgemma,
                  "starcoder2": starcoder2, "stablelm": stablelm, "exaone4": exaone4,
                  "gpt_neox": gpt_neox, "bloom": bloom,
-                 "falcon": falcon, "persimmon": persimmon}
+                 "falcon": falcon, "persimmon": persimmon,
+                 "gpt_bigcode": gpt_bigcode}

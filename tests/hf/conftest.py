@@ -174,6 +174,8 @@ FAMILIES = {
     "persimmon": ("PersimmonConfig", "PersimmonForCausalLM",
                   dict(num_key_value_heads=None, rope_parameters={"rope_type": "default", "rope_theta": 1e4,
                                                                   "partial_rotary_factor": 0.5})),
+    "gpt_bigcode": ("GPTBigCodeConfig", "GPTBigCodeForCausalLM", {}),  # multi-query
+    "gpt_bigcode-mha": ("GPTBigCodeConfig", "GPTBigCodeForCausalLM", dict(multi_query=False)),
     "vaultgemma": ("VaultGemmaConfig", "VaultGemmaForCausalLM",
                    dict(head_dim=16, sliding_window=6, query_pre_attn_scalar=20,
                         attn_logit_softcapping=5.0, final_logit_softcapping=3.0)),
@@ -189,7 +191,7 @@ def build(config_cls: str, model_cls: str, **overrides):
         cfg = dict(vocab_size=V, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                    max_position_embeddings=64, initializer_range=0.1, bos_token_id=1, eos_token_id=2,
                    pad_token_id=0, bias=True)
-    elif config_cls == "GPT2Config":
+    elif config_cls in ("GPT2Config", "GPTBigCodeConfig"):
         cfg = dict(vocab_size=V, n_embd=64, n_layer=2, n_head=4, n_positions=64,
                    initializer_range=0.1, bos_token_id=1, eos_token_id=2)
     else:

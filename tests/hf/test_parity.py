@@ -248,3 +248,6 @@ def test_bridge_family_features_are_represented(make_hf):
     assert (config_from_hf(make_hf("falcon-new").config).n_kv_heads, config_from_hf(make_hf("falcon-serial").config).parallel) == (2, False)
     c = config_from_hf(make_hf("persimmon").config)  # LayerNorm QK-norm per head, squared ReLU
     assert (c.qk_norm, c.qk_norm_scope, c.activation, c.rotary_dim, c.norm) == ("layer", "head", "relu2", 8, "layer")
+    c = config_from_hf(make_hf("gpt_bigcode").config)  # GPT-2's block with one key/value head
+    assert (c.n_kv_heads, c.position, c.activation) == (1, "learned", "gelu_tanh")
+    assert config_from_hf(make_hf("gpt_bigcode-mha").config).n_kv_heads == 4
