@@ -12,7 +12,7 @@ from ._layout import FUSED_GATE_UP, stores
 from ._readers import activation, attr, check_glu_silu, decoder, every_layer_window, gemma2, llama, require
 from .rope import rope_parameters_of, rope_spec
 
-__all__ = ["READERS_DENSE", "arcee", "cwm", "ernie4_5", "exaone4", "bloom", "falcon", "glm", "glm4", "gpt_bigcode", "gpt_neox", "helium", "jais2", "persimmon",
+__all__ = ["READERS_DENSE", "arcee", "cwm", "ernie4_5", "exaone4", "bloom", "falcon", "glm", "glm4", "gpt_bigcode", "gpt_neo", "gpt_neox", "helium", "jais2", "persimmon",
            "ministral", "relu2_mlp", "seed_oss", "stablelm", "starcoder2", "vaultgemma"]
 
 
@@ -251,6 +251,34 @@ def gpt_bigcode(c: Any) -> dict[str, Any]:
     return f
 
 
+_GPT_NEO = {"self_attn.q_proj": "attn.attention.q_proj", "self_attn.k_proj": "attn.attention.k_proj",
+            "self_attn.v_proj": "attn.attention.v_proj", "self_attn.o_proj": "attn.attention.out_proj",
+            "mlp.up_proj": "mlp.c_fc", "mlp.down_proj": "mlp.c_proj"}
+
+
+@stores(prefix="transformer.", stored_layers="h", norms={"ln_1": "attn_norm", "ln_2": "ffn_norm"},
+        top={"embed_tokens.weight": "wte.weight", "embed_positions.weight": "wpe.weight",
+             "norm.weight": "ln_f.weight", "norm.bias": "ln_f.bias"}, renames=_GPT_NEO)
+def gpt_neo(c: Any) -> dict[str, Any]:
+    """GPT-Neo: GPT-2's block with separate bias-free q/k/v (out_proj biased), scores not
+    divided by sqrt(D), and ``"local"`` layers (``attention_layers``) that see the last
+    ``window_size`` keys."""
+    types = list(c.attention_layers)
+    unknown = sorted(set(types) - {"global", "local"})
+    if unknown or len(types) != c.num_layers:
+        raise ValueError(f"gpt_neo: attention_layers={types!r}; expected 'global' or 'local' for each "
+                         f"of the {c.num_layers} layers")
+    windows = tuple(int(c.window_size) if t == "local" else None for t in types)
+    return dict(
+        vocab_size=c.vocab_size, d_model=c.hidden_size, n_layers=c.num_layers, n_heads=c.num_heads,
+        d_ff=attr(c, "intermediate_size", 4 * c.hidden_size), max_seq_len=c.max_position_embeddings,
+        position="learned", norm="layer", norm_eps=float(c.layer_norm_epsilon), placement="pre",
+        ffn="mlp", activation=activation(c, "activation_function"), bias=True, attn_bias=False,
+        o_bias=True, tie_embeddings=bool(getattr(c, "tie_word_embeddings", True)),
+        query_pre_attn_scalar=1.0, layer_windows=windows if any(windows) else None,
+    )
+
+
 #: model_type -> reader, for the families above.
 READERS_DENSE = {"glm": glm, "glm4": glm4, "ernie4_5": ernie4_5, "seed_oss": seed_oss,
                  "helium": helium, "arcee": arcee, "jais2": jais2, "ministral": ministral,
@@ -258,4 +286,4 @@ READERS_DENSE = {"glm": glm, "glm4": glm4, "ernie4_5": ernie4_5, "seed_oss": see
                  "starcoder2": starcoder2, "stablelm": stablelm, "exaone4": exaone4,
                  "gpt_neox": gpt_neox, "bloom": bloom,
                  "falcon": falcon, "persimmon": persimmon,
-                 "gpt_bigcode": gpt_bigcode}
+                 "gpt_bigcode": gpt_bigcode, "gpt_neo": gpt_neo}

@@ -103,7 +103,7 @@ REFUSED: dict[str, str] = {
         "ctrl": "sinusoidal positions",
 "flint": "its experts", "gemma3n_text":
         "per-layer embeddings, AltUp and KV sharing", "gemma4_assistant": "a drafting model", "gemma4_unified_assistant": "a drafting "
-        "model", "gemma4_unified_text": "Gemma 4's unified text model", "gpt_neo": "alternating local layers and unscaled scores", "gpt_neox_japanese":
+        "model", "gemma4_unified_text": "Gemma 4's unified text model", "gpt_neox_japanese":
         "its MLP and attention biases", "hrm_text": "recurrent stacks of layers", "hy_v3": "its "
         "experts and QK-norm", "inkling_text": "relative logits, short convolutions", "inkling2_text":
         "L2-clipped attention, short convolutions", "inkling2_loop_text": "looped layers with message "

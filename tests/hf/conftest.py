@@ -176,6 +176,7 @@ FAMILIES = {
                                                                   "partial_rotary_factor": 0.5})),
     "gpt_bigcode": ("GPTBigCodeConfig", "GPTBigCodeForCausalLM", {}),  # multi-query
     "gpt_bigcode-mha": ("GPTBigCodeConfig", "GPTBigCodeForCausalLM", dict(multi_query=False)),
+    "gpt_neo": ("GPTNeoConfig", "GPTNeoForCausalLM", {}),  # a global layer, then a local one
     "vaultgemma": ("VaultGemmaConfig", "VaultGemmaForCausalLM",
                    dict(head_dim=16, sliding_window=6, query_pre_attn_scalar=20,
                         attn_logit_softcapping=5.0, final_logit_softcapping=3.0)),
@@ -186,6 +187,10 @@ def build(config_cls: str, model_cls: str, **overrides):
     """A seeded tiny model of that class, norms and biases randomised, in eval mode."""
     if config_cls == "BloomConfig":
         cfg = dict(vocab_size=V, hidden_size=64, n_layer=2, n_head=4, initializer_range=0.1,
+                   bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    elif config_cls == "GPTNeoConfig":
+        cfg = dict(vocab_size=V, hidden_size=64, num_layers=2, num_heads=4, max_position_embeddings=64,
+                   attention_types=[[["global", "local"], 1]], window_size=7, initializer_range=0.1,
                    bos_token_id=1, eos_token_id=2, pad_token_id=0)
     elif config_cls == "FalconConfig":
         cfg = dict(vocab_size=V, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,

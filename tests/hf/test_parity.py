@@ -251,3 +251,5 @@ def test_bridge_family_features_are_represented(make_hf):
     c = config_from_hf(make_hf("gpt_bigcode").config)  # GPT-2's block with one key/value head
     assert (c.n_kv_heads, c.position, c.activation) == (1, "learned", "gelu_tanh")
     assert config_from_hf(make_hf("gpt_bigcode-mha").config).n_kv_heads == 4
+    c = config_from_hf(make_hf("gpt_neo").config)  # unscaled scores, a local layer of 7 keys
+    assert (c.layer_windows, c.query_pre_attn_scalar, c.attn_bias, c.o_bias) == ((None, 7), 1.0, False, True)

@@ -267,3 +267,7 @@ def test_2026_families_refuse_what_they_cannot_represent(make_hf):
         config_from_hf(make_hf("falcon", new_decoder_architecture=True, num_kv_heads=2).config)
     with pytest.raises(NotImplementedError, match="alibi=True is not supported"):
         config_from_hf(make_hf("falcon", alibi=True).config)
+    config = make_hf("gpt_neo").config
+    config.attention_layers = ["global", "dilated"]
+    with pytest.raises(ValueError, match=r"gpt_neo: attention_layers=\['global', 'dilated'\]; expected"):
+        config_from_hf(config)
