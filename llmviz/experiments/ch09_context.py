@@ -12,10 +12,15 @@ race's) and measures three things the race's aggregate perplexities cannot show:
   of the last copy (its first byte excepted) with and without the planted one: the difference is
   what reading ``d`` bytes back is worth. ``control`` is the same test inside a window of T.
 * ``attention``: the last layer's attention of the scored queries at each evaluation length
-  (share at distance >= T, entropy, and uniform attention's entropy at that length).
+  (share at distance >= T, entropy, uniform attention's entropy at that length, and the weight
+  the 5 largest weights of a query carry), per query, then averaged.
+* ``scores`` (RoPE only, plain and under PI): per layer, the largest score of the last query
+  over the keys past T and over the keys within T, per window and head, then averaged.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -23,10 +28,10 @@ import torch.nn.functional as F
 from ..evidence import Experiment
 from ..training.evaluation import model_device
 from . import ch09
-from ._ch09_probes import attention_probe, sliding_losses, window_losses
+from ._ch09_probes import last_query_scores, sliding_losses, window_losses
 
 __all__ = ["CONTEXT", "CONTEXT_SCHEMES", "CONTEXT_SIZES", "copy_losses", "position_losses",
-           "context"]
+           "attention_spread", "max_scores", "context"]
 
 #: the schemes that survive past T in the race, and RoPE, which does not (a reference)
 CONTEXT_SCHEMES = ("ALiBi", "T5", "NoPE", "RoPE")
@@ -82,6 +87,36 @@ def position_losses(model, tokens: torch.Tensor, ends: torch.Tensor, length: int
             [float(x) for x in slide.mean(0).view(bins, -1).mean(1)])
 
 
+@torch.no_grad()
+def attention_spread(model, tokens: torch.Tensor, ends: torch.Tensor, length: int, tail: int,
+                     top: int = 5) -> dict[str, float]:
+    """Last layer, the last ``tail`` queries of windows of ``length``: share of attention at
+    distance >= ``tail``, entropy (nats) and uniform attention's, and the weight of the ``top``
+    largest weights; each per query (and head), then averaged."""
+    model.eval()
+    idx = ends[:, None] - length + torch.arange(length)
+    w = model(tokens[idx].to(model_device(model)), return_weights=True).weights[-1]
+    w = w[:, :, -tail:, :].float()  # (B, H, tail, length)
+    query = torch.arange(length - tail, length, device=w.device)[:, None]
+    far = (torch.arange(length, device=w.device)[None] <= query - tail).float()  # distance >= tail
+    return {"far_mass": float((w * far).sum(-1).mean()),
+            "entropy": float(-(w * w.clamp_min(1e-30).log()).sum(-1).mean()),
+            "uniform_entropy": sum(math.log(q + 1) for q in range(length - tail, length)) / tail,
+            "top_mass": float(w.topk(min(top, length), dim=-1).values.sum(-1).mean())}
+
+
+def max_scores(model, tokens: torch.Tensor, ends: torch.Tensor, length: int,
+               train_len: int) -> dict[str, list[float]]:
+    """RoPE, per layer: the largest score q.k/sqrt(d) of the last query over the keys at
+    distance >= ``train_len`` (``far``) and below it (``near``), per window and head, averaged."""
+    idx = ends[:, None] - length + torch.arange(length)
+    out: dict[str, list[float]] = {"far": [], "near": []}
+    for s in last_query_scores(model, tokens[idx]):  # (B, H, L); key j is at distance L-1-j
+        out["far"].append(float(s[..., : length - train_len].amax(-1).mean()))
+        out["near"].append(float(s[..., length - train_len:].amax(-1).mean()))
+    return out
+
+
 def context(variant: str, seed: int, *, prefix: int | None = None, **p) -> dict:
     """Measure the race's model for ``variant`` and ``seed`` at size ``p`` (a ``CONTEXT_SIZES``
     entry). ``curve`` is its pretraining curve, as in :func:`llmviz.experiments.ch09.race`."""
@@ -98,9 +133,14 @@ def context(variant: str, seed: int, *, prefix: int | None = None, **p) -> dict:
             for d in p["copy_distances"]}
     control = copy_losses(model, tokens, ends, T, T // 2, k)
     mech = ends[: p["mech_windows"]]
-    attention = {f"{f}x": attention_probe(model, tokens, mech, f * T, T) for f in ch09.FACTORS}
-    return {"curve": trained["curve"], "by_position": full, "sliding_by_position": slide,
-            "copy": copy, "control": control, "attention": attention}
+    attention = {f"{f}x": attention_spread(model, tokens, mech, f * T, T) for f in ch09.FACTORS}
+    out = {"curve": trained["curve"], "by_position": full, "sliding_by_position": slide,
+           "copy": copy, "control": control, "attention": attention}
+    if variant == "RoPE":
+        pi = ch09._load(variant, race_p, trained["state"], ch09.stretch_scaling("PI", race_p))
+        out["scores"] = {k: max_scores(m, tokens, mech, longest, T)
+                         for k, m in (("plain", model), ("PI", pi))}
+    return out
 
 
 CONTEXT = Experiment("ch09_context", context, variants=list(CONTEXT_SCHEMES), seeds=[0, 1, 2],

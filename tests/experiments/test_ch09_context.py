@@ -79,3 +79,27 @@ def test_context_measures_the_race_model():
     assert set(out["copy"]) == {"0.5T", "2T"} and set(out["attention"]) == {"1x", "2x", "4x", "8x"}
     assert out["attention"]["1x"]["far_mass"] == 0.0
     assert context("ALiBi", 1, prefix=10, **p) == {"curve": race["curve"][:2]}
+
+
+def test_attention_spread_agrees_with_the_race_probe_and_adds_top_mass():
+    from llmviz.experiments._ch09_probes import attention_probe
+    from llmviz.experiments.ch09_context import attention_spread
+    model, tokens = _model("T5"), ch09.data()[1]
+    ends = tail_ends(len(tokens), max_length=128, tail=16, n_ends=2)
+    ours, ref = attention_spread(model, tokens, ends, 128, 16), attention_probe(model, tokens, ends, 128, 16)
+    for key in ("far_mass", "entropy", "uniform_entropy"):
+        assert ours[key] == pytest.approx(ref[key], rel=1e-5)
+    assert 5 / 128 <= ours["top_mass"] <= 1.0  # at least uniform attention's top 5
+
+
+def test_max_scores_split_the_last_querys_scores_at_the_training_length():
+    from llmviz.experiments._ch09_probes import last_query_scores
+    from llmviz.experiments.ch09_context import max_scores
+    model, tokens = _model("RoPE"), ch09.data()[1]
+    ends = tail_ends(len(tokens), max_length=96, tail=16, n_ends=3)
+    got = max_scores(model, tokens, ends, 96, 64)
+    s = last_query_scores(model, tokens[ends[:, None] - 96 + torch.arange(96)])[0]
+    distance = torch.arange(95, -1, -1)
+    assert got["far"][0] == pytest.approx(float(s[..., distance >= 64].amax(-1).mean()), rel=1e-5)
+    assert got["near"][0] == pytest.approx(float(s[..., distance < 64].amax(-1).mean()), rel=1e-5)
+    assert len(got["far"]) == model.config.n_layers
