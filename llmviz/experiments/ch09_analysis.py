@@ -176,13 +176,13 @@ def stretch_claims(runs, size: Any, bigram: float, ft_last: int) -> dict[str, Cl
 
 def _context_checks(cx, v: str, bigram: float) -> list[Check]:
     """``v`` beats the byte bigram at T (its last held-out point), and the planted-copy test sees
-    a retrieval the model can make: a copy T/2 back inside a window of T lowers the loss of the
-    repeat by more than 0.1 nats per byte (whole interval)."""
-    control = summarize([r[v]["control"]["none"] - r[v]["control"]["plant"] for _, r in cx.items()])
+    retrieval where the model has trained: a copy T/2 back inside a window of T lowers the loss
+    of the repeat by more than 0.02 nats per byte (whole interval)."""
+    control = summarize(copy_gain(cx, v, "control"))
     at_t = [math.exp(r[v]["curve"][-1]) for _, r in cx.items()]
     return [beats_baseline(at_t, bigram, name=f"{v} beats the byte bigram at T"),
-            positive_control("the copy test sees retrieval within T (gain at T/2 > 0.1 nats)",
-                             control.low > 0.1, f"{v}: {control.format('.2f')} nats per byte")]
+            positive_control("the copy test sees retrieval within T (gain at T/2 > 0.02 nats)",
+                             control.low > 0.02, f"{v}: {control.format('.3f')} nats per byte")]
 
 
 def copy_gain(cx, v: str, key: str) -> list[float]:
@@ -193,14 +193,21 @@ def copy_gain(cx, v: str, key: str) -> list[float]:
 
 
 def retrieval_claims(cx, size: Any, bigram: float, key: str) -> dict[str, Claim]:
-    """For each scheme of the context record ``cx``: a segment planted ``key`` back (in units
-    of T) lowers the loss of its repeat by more than 0.1 nats per byte."""
-    return {v: Claim(f"{v} retrieves a string planted {key} back", summarize(copy_gain(cx, v, key)),
-                     threshold=0.1, direction=">", quantity=f"{v}: loss of the repeat without "
-                     f"the planted copy - with it (nats per byte), copy {key} back in a window "
-                     f"of 8T", id=f"ch09_retrieves_{key.replace('.', '_').lower()}_{v.lower()}",
-                     checks=_context_checks(cx, v, bigram), size=size, fmt=".2f")
-            for v in cx[cx.seeds[0]]}
+    """For each scheme of the context record ``cx``: a copy planted ``key`` back (in units of T)
+    in a window of 8T helps at least half as much as one T/2 back inside a window of T (the
+    ratio of the two gains, per seed)."""
+    out = {}
+    for v in cx[cx.seeds[0]]:
+        # a control gain at or below 0 fails the check (the verdict is then "cannot decide")
+        far, near = copy_gain(cx, v, key), copy_gain(cx, v, "control")
+        ratio = [a / max(b, 1e-6) for a, b in zip(far, near)]
+        out[v] = Claim(f"{v} retrieves a string planted {key} back at least half as well as "
+                       "one within T", summarize(ratio), threshold=0.5, direction=">",
+                       quantity=f"{v}: gain from a copy {key} back in a window of 8T / gain from "
+                       "a copy T/2 back in a window of T",
+                       id=f"ch09_retrieves_{key.replace('.', '_').lower()}_{v.lower()}",
+                       checks=_context_checks(cx, v, bigram), size=size, fmt=".2f")
+    return out
 
 
 def dilution(cx, v: str) -> list[float]:
