@@ -103,17 +103,23 @@ def race_claims(runs, size: Any, bigram: float, suffix: str = "") -> dict[str, C
     }
 
 
-def context_claims(runs, size: Any, bigram: float, suffix: str = "") -> dict[str, Claim]:
+def context_claims(runs, size: Any, bigram: float, suffix: str = "",
+                   ngram: float | None = None) -> dict[str, Claim]:
     """Does a flat curve mean the model *uses* the longer input? Each scheme's perplexity at 8T
     against the same targets read with exactly T tokens of context (a sliding window), with a
     positive control: the same comparison sees the context a model uses within T (its tail at
-    1x, where a target has T/2 tokens of context on average, against the sliding window)."""
+    1x, where a target has T/2 tokens of context on average, against the sliding window). With
+    ``ngram`` (the byte n-gram's perplexity on the same targets), the scheme must also beat it at
+    T: a model that loses to a few bytes of context cannot show use of more than T."""
     out = {}
     for v in ("ALiBi", "T5", "NoPE"):
         control = paired_ratio(ppl(runs, v, "1x"), ppl(runs, v, None, "sliding"))
         checks = [race_checks(runs, bigram)[0], positive_control(
             "the comparison sees context used within T (1x tail / sliding > 1)",
             control.low > 1.0, f"{v}: {control.format('.3f')}")]
+        if ngram is not None:
+            checks.append(beats_baseline(ppl(runs, v, "1x").tolist(), ngram,
+                                         name=f"{v} beats the byte n-gram at T"))
         out[v] = Claim(f"{v} uses context beyond T: at 8T its perplexity is below reading "
                        "each target with the last T tokens only",
                        paired_ratio(ppl(runs, v), ppl(runs, v, None, "sliding")), threshold=1.0,
@@ -122,8 +128,11 @@ def context_claims(runs, size: Any, bigram: float, suffix: str = "") -> dict[str
     return out
 
 
-def mechanism_claims(runs, p: dict, size: Any, bigram: float) -> dict[str, Claim]:
-    """Attention past T against uniform attention's share, and Chen et al.'s score blow-up."""
+def mechanism_claims(runs, p: dict, size: Any, bigram: float, cx=None,
+                     cx_size: Any = None) -> dict[str, Claim]:
+    """Attention past T against uniform attention's share, and Chen et al.'s score blow-up: from
+    the context record ``cx`` when given (the largest score of the last query past T over the
+    largest within T, per window and head), else from the race's mean |score| by distance."""
     T = p["seq_len"]
     uniform = uniform_far_mass(ch09.FACTORS[-1] * T, T)
     checks = race_checks(runs, bigram)[:1]
@@ -132,11 +141,18 @@ def mechanism_claims(runs, p: dict, size: Any, bigram: float) -> dict[str, Claim
                     direction=">", quantity=f"{v}: share of last-layer attention at distance >= T "
                     f"at 8T (uniform: {uniform:.3f})", id=f"ch09_far_mass_{v.lower()}",
                     checks=checks, size=size, fmt=".3f") for v in ("RoPE", "ALiBi", "T5", "NoPE")}
-    worst = [max(r["RoPE"]["score_ratio"]["plain"]) for _, r in runs.items()]
+    if cx is None:
+        worst = [max(r["RoPE"]["score_ratio"]["plain"]) for _, r in runs.items()]
+        what = "largest mean |score| past T / within T, worst layer"
+    else:
+        worst = [max(f / n for f, n in zip(r["RoPE"]["scores"]["plain"]["far"],
+                                           r["RoPE"]["scores"]["plain"]["near"]))
+                 for _, r in cx.items()]
+        what = "largest score of the last query past T / within T, worst layer"
     out["scores"] = Claim("In the trained RoPE model, attention scores past T are far larger "
                           "(over 1.5x) than any within T", summarize(worst), threshold=1.5,
-                          direction=">", quantity="largest mean |score| past T / within T, worst "
-                          "layer", id="ch09_score_blowup", checks=checks, size=size)
+                          direction=">", quantity=what, id="ch09_score_blowup", checks=checks,
+                          size=size if cx is None else cx_size)
     return out
 
 

@@ -102,3 +102,22 @@ def test_dilution_is_entropy_growth_over_uniform_growth():
     claims = dilution_claims(runs, "record", 9.87)
     assert claims["near"].verdict == FAILS and claims["wide"].verdict == HOLDS
     assert dilution_claims(runs, "record", 3.0)["wide"].verdict == CANNOT_DECIDE  # loses to it
+
+
+def test_context_claims_with_the_ngram_check_cannot_decide_for_models_that_lose_to_it():
+    claims = context_claims(_runs(TRAINED), "record", 9.87, ngram=3.7)
+    assert {c.verdict for c in claims.values()} == {CANNOT_DECIDE}  # every model is above 3.7
+    assert context_claims(_runs(TRAINED), "record", 9.87, ngram=10.0)["ALiBi"].verdict == FAILS
+
+
+def test_score_claim_reads_the_largest_scores_of_the_context_record():
+    from llmviz.experiments.ch09_analysis import mechanism_claims
+    runs = _runs(TRAINED)
+    for seed in runs.seeds:
+        for v in ("RoPE", "ALiBi", "T5", "NoPE"):
+            runs[seed][v]["attention"] = {"far_mass": 0.9}
+    cx = Runs({s: {"RoPE": {"scores": {"plain": {"far": [14.0, 16.0 + s], "near": [7.0, 6.0]}}}}
+               for s in range(3)})
+    claim = mechanism_claims(runs, {"seq_len": 64}, "record", 9.87, cx=cx, cx_size="context")["scores"]
+    assert claim.estimate.mean == pytest.approx((16 / 6 + 17 / 6 + 18 / 6) / 3)
+    assert claim.verdict == HOLDS and claim.size == "context"
