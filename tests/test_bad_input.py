@@ -151,7 +151,7 @@ INACTIVE = {
 #: their checks belong in code the recorded runs fingerprint (llmviz/experiments/records), so
 #: adding them means re-making those records. Open. Everywhere else a None where the parameter
 #: neither defaults to None nor says it takes None must be refused.
-NONE_OPEN_GROUPS = {"attention", "position", "norm", "ffn", "analysis", "model", "training", "moe"}
+NONE_OPEN_GROUPS = {"attention", "position", "norm", "ffn", "model", "training", "moe"}
 
 
 def _takes_none(fn, param: str) -> bool:
