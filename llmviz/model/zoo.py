@@ -3,7 +3,8 @@
 Each :class:`ZooEntry` records one model's norm, serial or parallel block, norm placement,
 position scheme, feed-forward activation, stability tricks and shape, with the source the
 facts come from (the paper, or the released config file). :func:`zoo_table` returns them as
-a ``pandas.DataFrame``.
+a ``pandas.DataFrame``. :data:`SUB_1B` holds the published models under a billion parameters.
+(line budget: the module is one data table, one entry per model, and is read whole.)
 
 The table corrects a widely shared lecture table (see the book's ERRATA): it has no "GPT-2
 2020 RMSNorm" row (GPT-2 is 2019 and uses LayerNorm), BLOOM is serial and has 176B

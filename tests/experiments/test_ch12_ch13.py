@@ -77,3 +77,30 @@ def test_prefix_reproduces_the_start_of_the_curve():
         check_prefix(0, 4)
     with pytest.raises(ValueError, match="prefix must be an int"):
         check_prefix(True, 4)
+
+
+class _Runs:
+    """A stand-in for a record's runs: ``values(variant, key)`` per seed."""
+
+    def __init__(self, table):
+        self.table = table
+
+    def values(self, variant, key):
+        return self.table[variant]
+
+
+def test_best_rates_pick_the_lowest_mean_and_skip_diverged_rates():
+    from llmviz.experiments.sweep import best_rates, inside_grid, rates_of
+
+    names = ["a@0.001", "a@0.01", "a@0.1", "b@0.01", "b@0.1"]
+    runs = _Runs({"a@0.001": [3.0, 3.0], "a@0.01": [2.0, 2.2], "a@0.1": [float("nan"), 1.0],
+                  "b@0.01": [2.0, 2.0], "b@0.1": [1.9, 2.0]})
+    assert rates_of(names) == {"a": [0.001, 0.01, 0.1], "b": [0.01, 0.1]}
+    assert best_rates(runs, names) == {"a": 0.01, "b": 0.1}
+    assert inside_grid("a", 0.01, [0.001, 0.01, 0.1]).passed
+    assert not inside_grid("b", 0.1, [0.01, 0.1]).passed
+    assert not inside_grid("a", 0.001, [0.001, 0.01, 0.1]).passed
+    with pytest.raises(ValueError, match="every rate of 'c' diverged"):
+        best_rates(_Runs({"c@0.1": [float("nan")]}), ["c@0.1"])
+    with pytest.raises(ValueError, match="form '<group>@<lr>'"):
+        rates_of(["no-rate"])
