@@ -6,7 +6,7 @@ RMSNorm and once with LayerNorm (with its bias) in every norm, on the training h
 corpus, with the same initialisation seed and the same batches. It scores the held-out tail
 every ``curve_every`` steps from step 0, on every target of the tail cut into windows of the
 training length (:func:`val_targets`, the targets :func:`ngram_losses` scores the byte n-grams
-on). The chapter's live cell runs size ``cpu``; the ``long`` record (1600 steps, where this
+on). The chapter's live cell runs size ``cpu``; the ``long`` record (1200 steps, where this
 model passes the byte 5-gram) is the one that decides.
 
 Self-contained on purpose (its own data and scoring helpers) so that no other chapter's code
@@ -35,10 +35,10 @@ __all__ = ["NORMS", "SIZES", "VARIANTS", "data", "val_targets", "val_loss", "ngr
 VARIANTS = {"RMSNorm": "rms", "LayerNorm": "layer"}
 _MODEL = dict(d_model=64, n_layers=3, n_heads=4, n_kv_heads=2, seq_len=64, lr=5e-3, warmup=30,
               batch_size=32)
-#: ``cpu`` is what the chapter trains live; ``long`` the same recipe for 1600 steps
+#: ``cpu`` is what the chapter trains live; ``long`` the same recipe for 1200 steps
 SIZES = {
     "cpu": dict(_MODEL, steps=120, curve_every=40),
-    "long": dict(_MODEL, steps=1600, curve_every=100),
+    "long": dict(_MODEL, steps=1200, curve_every=100),
 }
 
 

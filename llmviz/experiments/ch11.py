@@ -179,7 +179,7 @@ def train_placement(placement: str, n_layers: int, lr: float, warmup: int, seed:
     return {"curve": curve, "loss": curve[-1], "diverged": float(diverged)}
 
 
-LRS = ("3e-3", "1e-2", "3e-2", "1e-1", "3e-1", "1")
+LRS = ("1e-2", "3e-2", "1e-1", "3e-1", "1")
 
 
 def lr_variants() -> list[str]:
@@ -198,7 +198,7 @@ LR_SWEEP = Experiment(
     "ch11_lr", lr_run, variants=lr_variants(), seeds=[0, 1, 2],
     sizes={"cpu": dict(d_model=32, n_layers=4, steps=40, warmup=10, batch=8, curve_every=20,
                        val_windows=256),
-           "long": dict(d_model=32, n_layers=8, steps=400, warmup=40, batch=8, curve_every=50,
+           "long": dict(d_model=32, n_layers=8, steps=300, warmup=30, batch=8, curve_every=50,
                         val_windows=512)},
     prefix=50, description="chapter 11: post- vs pre-norm over a learning-rate grid, with and without warmup")
 

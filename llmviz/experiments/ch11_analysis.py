@@ -122,7 +122,8 @@ def lr_claims(table: dict, size: Any, bigram: float, plateau: float,
     ``LEFT`` nats behind it (``post_behind``); and warmup lowers post-norm's loss there by more
     than 0.05 nats (``warmup_rescues``)."""
     checks = lr_checks(table, bigram, plateau)
-    star = lr_star(table, bigram) or max(ch11.LRS, key=float)
+    star = lr_star(table, bigram) or max((lr for (p, w, lr) in table if p == "pre" and w == "0"),
+                                         key=float)
     kw = dict(size=size, chapter=CHAPTER, fmt=".2f", checks=checks)
     post, pre = table["post", "0", star]["loss"], table["pre", "0", star]["loss"]
     out = {"post_behind": Claim(
