@@ -200,7 +200,8 @@ LR_SWEEP = Experiment(
                        val_windows=256),
            "long": dict(d_model=32, n_layers=8, steps=300, warmup=30, batch=8, curve_every=50,
                         val_windows=512)},
-    prefix=50, description="chapter 11: post- vs pre-norm over a learning-rate grid, with and without warmup")
+    prefix={"cpu": 20, "long": 50},
+    description="chapter 11: post- vs pre-norm over a learning-rate grid, with and without warmup")
 
 DEPTHS = (6, 12, 24)
 
