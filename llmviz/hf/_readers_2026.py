@@ -102,6 +102,11 @@ def deepseek_v2(c: Any) -> dict[str, Any]:
     sparse = tuple(range(first, c.num_hidden_layers))
     if not sparse:
         return f
+    if c.n_routed_experts is None or c.num_experts_per_tok is None:
+        raise ValueError(
+            f"deepseek_v2: n_routed_experts={c.n_routed_experts!r}, num_experts_per_tok="
+            f"{c.num_experts_per_tok!r}: a config with mixture layers needs both; set them (as a "
+            "released checkpoint's config does) or first_k_dense_replace=num_hidden_layers")
     n_shared = int(attr(c, "n_shared_experts", 0))
     f.update(n_experts=c.n_routed_experts, experts_top_k=c.num_experts_per_tok,
              expert_d_ff=c.moe_intermediate_size, n_shared_experts=n_shared,

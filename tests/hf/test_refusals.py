@@ -255,6 +255,9 @@ def test_2026_families_refuse_what_they_cannot_represent(make_hf):
     config.topk_method = "group_limited_greedy"  # DeepSeek-V2 (236B): groups ranked by their best
     with pytest.raises(NotImplementedError, match="topk_method='group_limited_greedy' is not supported: .*best softmax"):
         config_from_hf(config)
+    # transformers' default DeepseekV2Config leaves num_experts_per_tok unset (None)
+    with pytest.raises(ValueError, match=r"deepseek_v2: n_routed_experts=64, num_experts_per_tok=None: .*needs both"):
+        config_from_hf(transformers.DeepseekV2Config(num_hidden_layers=2))
     config = make_hf("apertus").config
     config.hidden_act = "silu"
     with pytest.raises(NotImplementedError, match="hidden_act='silu' is not supported .*xIELU"):
