@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._checks import check_real
+from ._checks import check_positive_int, check_real
 from .ffn import MLP
 
 __all__ = ["XIELU", "xielu_mlp", "xielu_mlp_params"]
@@ -60,6 +60,9 @@ class XIELU(nn.Module):
         self.register_buffer("eps", torch.tensor(float(eps)))
 
     def forward(self, x: Tensor) -> Tensor:
+        if not isinstance(x, Tensor) or not x.is_floating_point():
+            got = f"a {x.dtype} tensor" if isinstance(x, Tensor) else type(x).__name__
+            raise TypeError(f"XIELU needs a floating-point tensor, got {got}; convert it with x.float()")
         a_p = F.softplus(self.alpha_p)
         a_n = self.beta + F.softplus(self.alpha_n)
         right = a_p * x * x + self.beta * x
@@ -78,4 +81,6 @@ def xielu_mlp(d_model: int, d_ff: int, *, activation: str | None = None, bias: b
 
 def xielu_mlp_params(d_model: int, d_ff: int, *, bias: bool | None = None, **_: object) -> int:
     """``2 C F`` (+ ``F + C`` with biases) + the activation's 2 scalars."""
+    check_positive_int(d_model, "d_model")
+    check_positive_int(d_ff, "d_ff")
     return 2 * d_model * d_ff + (d_ff + d_model if bias else 0) + 2
