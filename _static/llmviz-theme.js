@@ -1,18 +1,26 @@
 /* Plotly figures follow the site's light/dark theme, and their titles fit their width.
  *
  * sphinx-book-theme (pydata) sets data-theme="light" | "dark" on <html>. On load and whenever
- * it changes, every plotly figure on the page gets the matching paper, plot, font and grid
- * colours; switching back restores what the figure had. A title wider than its figure (a phone,
- * or an explorer frame with a long title) gets a smaller font until it fits. Served by the site
- * (no CDN). */
+ * it changes, every plotly figure on the page gets the matching colours: paper, plot areas,
+ * font, grids, legend and annotation boxes, 3-D scenes and polar areas, sliders; switching back
+ * restores what the figure had. A figure's own later relayout (an explorer's frame) that puts a
+ * light colour back is answered, after it draws, by a relayout of just the keys that lost their
+ * dark value: the comparison is on the values this script set in the figure's layout, so it
+ * settles after one step (never on derived colours, which a figure without a plot area lacks).
+ * A title wider than its figure (a phone, or an explorer frame with a long title) gets a
+ * smaller font until it fits. Served by the site (no CDN). */
 (function () {
   "use strict";
   var DARK = {
     paper: "rgba(0,0,0,0)", plot: "rgba(0,0,0,0)", font: "#ced6dd",
     grid: "#3a4048", zeroline: "#5a6270", line: "#5a6270",
+    box: "rgba(30,34,40,0.85)", boxBorder: "#5a6270", scene: "#1d2026",
     sliderBg: "#2b3036", sliderActive: "#4a5058", sliderBorder: "#5a6270"
   };
   var AXIS = /^[xy]axis\d*$/;
+  var SCENE = /^scene\d*$/;
+  var POLAR = /^(polar|ternary)\d*$/;
+  var POLAR_AXES = ["radialaxis", "angularaxis", "aaxis", "baxis", "caxis"];
 
   function mode() {
     return document.documentElement.getAttribute("data-theme") === "dark" ? "dark" : "light";
@@ -38,6 +46,31 @@
       up[key + ".zerolinecolor"] = DARK.zeroline;
       up[key + ".linecolor"] = DARK.line;
     });
+    Object.keys(full).forEach(function (key) {
+      if (SCENE.test(key)) {  // 3-D: each axis draws its own wall, white in the light template
+        ["xaxis", "yaxis", "zaxis"].forEach(function (ax) {
+          var k = key + "." + ax;
+          up[k + ".backgroundcolor"] = DARK.scene;
+          up[k + ".gridcolor"] = DARK.grid;
+          up[k + ".zerolinecolor"] = DARK.zeroline;
+          up[k + ".linecolor"] = DARK.line;
+          up[k + ".color"] = DARK.font;
+        });
+        up[key + ".bgcolor"] = DARK.paper;
+      } else if (POLAR.test(key)) {
+        up[key + ".bgcolor"] = DARK.plot;
+        POLAR_AXES.forEach(function (ax) {
+          if (!full[key][ax]) { return; }
+          up[key + "." + ax + ".gridcolor"] = DARK.grid;
+          up[key + "." + ax + ".linecolor"] = DARK.line;
+          up[key + "." + ax + ".color"] = DARK.font;
+        });
+      }
+    });
+    var legend = gd.layout.legend || {};
+    if (legend.bgcolor) { up["legend.bgcolor"] = DARK.box; }
+    if (legend.bordercolor) { up["legend.bordercolor"] = DARK.boxBorder; }
+    if (legend.font && legend.font.color) { up["legend.font.color"] = DARK.font; }
     (gd.layout.sliders || []).forEach(function (_, i) {
       up["sliders[" + i + "].bgcolor"] = DARK.sliderBg;
       up["sliders[" + i + "].activebgcolor"] = DARK.sliderActive;
@@ -46,9 +79,15 @@
     });
     (gd.layout.annotations || []).forEach(function (a, i) {
       if (a.font && a.font.color) { up["annotations[" + i + "].font.color"] = DARK.font; }
+      if (a.bgcolor) { up["annotations[" + i + "].bgcolor"] = DARK.box; }
+      if (a.bordercolor) { up["annotations[" + i + "].bordercolor"] = DARK.boxBorder; }
     });
+    var title = gd.layout.title || {};
+    if (title.font && title.font.color) { up["title.font.color"] = DARK.font; }
     return up;
   }
+
+  function path(k) { return k.replace(/\[(\d+)\]/g, ".$1"); }
 
   function apply(gd) {
     if (!window.Plotly || !gd.layout) { return; }
@@ -60,7 +99,7 @@
       up = darkUpdate(gd);
       var saved = {};  // what the figure had, restored when the page goes light again
       Object.keys(up).forEach(function (k) {
-        var v = get(gd.layout, k.replace(/\[(\d+)\]/g, ".$1"));
+        var v = get(gd.layout, path(k));
         saved[k] = v === undefined ? null : v;
       });
       gd.__llmvizLight = saved;
@@ -69,6 +108,24 @@
     }
     gd.setAttribute("data-llmviz-theme", want);
     window.Plotly.relayout(gd, up);
+  }
+
+  // After a dark figure draws again: the keys whose dark value its own relayout replaced (an
+  // explorer frame's annotations, say) get it back; what they held becomes the light value.
+  // Nothing is done when every key still holds its dark value, so this cannot loop.
+  function keepDark(gd) {
+    if (!window.Plotly || !gd.layout || mode() !== "dark" ||
+        gd.getAttribute("data-llmviz-theme") !== "dark") { return; }
+    var want = darkUpdate(gd), up = {}, saved = gd.__llmvizLight || {}, n = 0;
+    Object.keys(want).forEach(function (k) {
+      var v = get(gd.layout, path(k));
+      if (v === want[k]) { return; }
+      saved[k] = v === undefined ? null : v;
+      up[k] = want[k];
+      n++;
+    });
+    gd.__llmvizLight = saved;
+    if (n) { window.Plotly.relayout(gd, up); }
   }
 
   var MIN_TITLE_PX = 9;
@@ -142,7 +199,7 @@
   function hook(gd) {
     if (gd.__llmvizHooked || !gd.on) { return; }
     gd.__llmvizHooked = true;
-    gd.on("plotly_afterplot", function () { fitTitle(gd); clearSliders(gd); });
+    gd.on("plotly_afterplot", function () { keepDark(gd); fitTitle(gd); clearSliders(gd); });
   }
 
   function applyAll() {

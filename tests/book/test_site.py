@@ -11,8 +11,12 @@ For every page of the table of contents:
 * no local request fails (a missing font or script shows up here);
 * no figure is wider than its column, no plotly title is clipped, no slider covers an x-axis
   title and no colour bar covers tick labels (bounding boxes measured in the page) at 1280 px,
-  at 420 px (a phone) and in dark mode, where every plotly figure must have taken the dark
-  colours (``_static/llmviz-theme.js``).
+  at 420 px (a phone) and in dark mode;
+* in dark mode, on every page with plotly figures (``_static/llmviz-theme.js`` themes them),
+  measured in the page: no light card, paper, plot area, legend box, colour bar or 3-D wall
+  behind any figure, and its titles, ticks, legend and slider labels readable on the dark page
+  (contrast >= 3); again after one slider of every explorer has moved (a frame's relayout must
+  not bring a light colour back).
 
 The book is built once per test session (``jupyter-book build . -W --keep-going`` into
 ``_build/``, by ``tests/book/site_build.py``; under ``pytest -n 2`` the controller builds it before
@@ -342,6 +346,124 @@ LAYOUT_JS = """
 """
 
 
+#: Dark mode, measured in the page for every plotly figure: light backgrounds (the card around
+#: it, the paper, plot areas, legend and annotation boxes, colour bars, 3-D walls, polar
+#: areas; colours composited over the page's own background) and text hard to read on the
+#: page (contrast ratio under 3). Returns one line per problem.
+DARK_JS = r"""
+() => {
+  // Every plotly figure in dark mode: no light card, paper, plot area or legend behind it, and
+  // its text readable on the dark page. Colours are composited (alpha, fill-opacity) over the
+  // page's own background before they are judged.
+  const out = [];
+  const probe = document.createElement('span');
+  document.body.appendChild(probe);
+  const parse = (c) => {
+    if (!c) { return null; }
+    probe.style.color = '';
+    probe.style.color = c;  // named and hex colours, as the browser reads them
+    c = probe.style.color ? getComputedStyle(probe).color : c;
+    const m = /rgba?\(([^)]+)\)/.exec(c || '');
+    if (!m) { return null; }
+    const p = m[1].split(',').map(parseFloat);
+    return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1];
+  };
+  const lum = (rgb) => {
+    const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+    return 0.2126 * f(rgb[0]) + 0.7152 * f(rgb[1]) + 0.0722 * f(rgb[2]);
+  };
+  const over = (c, a, base) => [0, 1, 2].map(i => c[i] * a + base[i] * (1 - a));
+  const pageBg = parse(getComputedStyle(document.body).backgroundColor) || [0, 0, 0, 1];
+  const base = pageBg.slice(0, 3);
+  const LIGHT = 0.2;  // relative luminance of a background that reads as a light card (#7c7c7c)
+  const light = (css, alpha) => {
+    const c = parse(css);
+    if (!c) { return false; }
+    const a = c[3] * (alpha === undefined ? 1 : alpha);
+    return a > 0.05 && lum(over(c, a, base)) > LIGHT;
+  };
+  const contrast = (a, b) => (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+  const hex = (c) => `rgba(${c.map(v => Math.round(v * 100) / 100).join(',')})`;
+  const figs = [...document.querySelectorAll('.js-plotly-plot')];
+  figs.forEach((gd, i) => {
+    const name = `figure ${i} (${gd.id})`;
+    if (!gd._fullLayout) { out.push(`${name}: not drawn`); return; }
+    // 1. The card: any element between the figure and the article with a light background.
+    for (let e = gd; e && !e.classList.contains('bd-article'); e = e.parentElement) {
+      const bg = getComputedStyle(e).backgroundColor;
+      if (light(bg)) {
+        out.push(`${name}: a light card behind it (${bg} on <${e.tagName.toLowerCase()} ` +
+                 `class="${String(e.className).slice(0, 60)}">)`);
+        break;
+      }
+    }
+    // 2. Backgrounds drawn by plotly: the paper, plot areas, legends, colour bars, polar areas.
+    const svgBg = gd.querySelector('.main-svg');
+    if (svgBg && light(getComputedStyle(svgBg).backgroundColor)) {
+      out.push(`${name}: light paper ${getComputedStyle(svgBg).backgroundColor}`);
+    }
+    gd.querySelectorAll('.main-svg .bg, .main-svg .cbbg, .main-svg .legend .bg').forEach(el => {
+      const cs = getComputedStyle(el);
+      if (cs.display === 'none' || cs.visibility === 'hidden') { return; }
+      const r = el.getBoundingClientRect();
+      if (r.width < 4 || r.height < 4) { return; }
+      const a = parseFloat(cs.fillOpacity) * parseFloat(cs.opacity);
+      if (light(cs.fill, a)) {
+        const where = el.closest('.legend') ? 'legend' : el.classList.contains('cbbg') ? 'colour bar'
+          : el.closest('.annotation') ? 'annotation' : 'plot area';
+        out.push(`${name}: light ${where} background ${cs.fill} (opacity ${a})`);
+      }
+    });
+    const fl = gd._fullLayout;
+    Object.keys(fl).filter(k => /^(scene|polar|ternary|geo)\d*$/.test(k)).forEach(k => {
+      const sub = fl[k] || {};
+      if (sub.bgcolor && light(sub.bgcolor)) {
+        out.push(`${name}: light ${k} background ${sub.bgcolor}`);
+      }
+      ['xaxis', 'yaxis', 'zaxis'].forEach(ax => {
+        const a = sub[ax];
+        if (!a || a.visible === false) { return; }
+        const wall = parse(a.backgroundcolor);  // WebGL draws the wall opaque, whatever its alpha
+        if (a.showbackground && wall && light(`rgb(${wall[0]},${wall[1]},${wall[2]})`)) {
+          out.push(`${name}: light ${k}.${ax} background ${a.backgroundcolor}`);
+        }
+        const c = parse(a.tickfont && a.tickfont.color || a.color);  // drawn in WebGL: read the layout
+        if (a.showticklabels !== false && c && contrast(lum(c), lum(base)) < 3) {
+          out.push(`${name}: ${k}.${ax} labels hard to read (${a.tickfont && a.tickfont.color || a.color})`);
+        }
+      });
+    });
+    // 3. Text: titles, axis titles and ticks, legend, colour bar, sliders, free annotations.
+    const TEXT = '.gtitle, .g-gtitle text, [class^="g-x"][class$="title"] text, [class^="g-y"][class$="title"] text, ' +
+      '.xtitle, .ytitle, .xtick text, .ytick text, .legendtext, .legendtitletext, .cbaxis text, ' +
+      '.cbtitle text, .slider-label, .slider-container text, .annotation-text';
+    const bad = new Set();
+    gd.querySelectorAll(TEXT).forEach(t => {
+      const r = t.getBoundingClientRect();
+      if (!r.width || !t.textContent.trim()) { return; }
+      const ann = t.closest('.annotation');
+      if (ann) {  // an annotation on its own opaque box is judged against that box
+        const box = ann.querySelector('.bg');
+        const b = box && parse(getComputedStyle(box).fill);
+        if (b && parseFloat(getComputedStyle(box).fillOpacity) > 0.5) { return; }
+      }
+      const c = parse(getComputedStyle(t).fill);
+      if (!c) { return; }
+      const a = c[3] * parseFloat(getComputedStyle(t).fillOpacity || 1);
+      const ratio = contrast(lum(over(c, a, base)), lum(base));
+      if (ratio < 3) { bad.add(`"${t.textContent.trim().slice(0, 24)}" in ${hex(c)} (contrast ${ratio.toFixed(1)})`); }
+    });
+    if (bad.size) {
+      out.push(`${name}: text hard to read on the dark page: ${[...bad].slice(0, 4).join('; ')}` +
+               (bad.size > 4 ? ` and ${bad.size - 4} more` : ''));
+    }
+  });
+  probe.remove();
+  return out;
+}
+"""
+
+
 def _layout_problems(page, *, dark: bool = False) -> list[str]:
     for fig in page.query_selector_all(".js-plotly-plot"):  # draw every figure first
         fig.scroll_into_view_if_needed()
@@ -355,7 +477,32 @@ def _layout_problems(page, *, dark: bool = False) -> list[str]:
         light = [i for i, t in enumerate(themes) if t != "dark"]
         if light:
             problems.append(f"plotly figures {light} kept their light colours in dark mode")
+        problems += [f"dark mode: {p}" for p in page.evaluate(DARK_JS)]
     return problems
+
+
+def _move_last_slider(page, handle) -> bool:
+    """Click the far end of an explorer's last slider (the near end if it sits there already);
+    True once the figure shows another frame."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
+    rails = handle.query_selector_all("g.slider-container rect.slider-rail-touch-rect")
+    if not rails:
+        return False
+    before = handle.get_attribute("data-llmviz-frame")
+    rails[-1].scroll_into_view_if_needed()
+    box = rails[-1].bounding_box()
+    for frac in (0.985, 0.015):
+        page.mouse.click(box["x"] + frac * box["width"], box["y"] + box["height"] / 2)
+        try:
+            page.wait_for_function(
+                "([el, before]) => el.getAttribute('data-llmviz-frame') !== before",
+                arg=[handle, before], timeout=5_000,
+            )
+            return True
+        except PlaywrightTimeoutError:
+            continue
+    return False
 
 
 # ----------------------------------------------------------------------------- the tests
@@ -401,7 +548,18 @@ def test_page_narrow_and_dark(doc: str, width: int, dark: bool, browser, server)
         visit.open()
         if dark:
             assert visit.page.evaluate("document.documentElement.dataset.theme") == "dark"
-        problems = _layout_problems(visit.page, dark=dark) + visit.errors
+        problems = _layout_problems(visit.page, dark=dark)
+        if dark:
+            explorers = visit.page.query_selector_all("[data-llmviz-explorer]")
+            moved = [i for i, h in enumerate(explorers) if _move_last_slider(visit.page, h)]
+            if len(moved) != len(explorers):
+                problems.append(f"dark mode: explorers {sorted(set(range(len(explorers))) - set(moved))}"
+                                " did not change frame when their last slider moved")
+            if moved:
+                visit.page.wait_for_timeout(500)  # the theme's answer to the frames' relayouts
+                problems += [f"after the sliders moved: {p}"
+                             for p in visit.page.evaluate(DARK_JS)]
+        problems += visit.errors
         problems += [f"local request failed: {u}" for u in visit.failed]
         if problems:
             shot = visit.screenshot(f"{doc}-{width}{'-dark' if dark else ''}")
@@ -409,6 +567,70 @@ def test_page_narrow_and_dark(doc: str, width: int, dark: bool, browser, server)
                         + "\n  ".join(problems) + f"\nscreenshot: {shot}", pytrace=False)
     finally:
         visit.close()
+
+
+#: A page of its own for the theme script (no book needed): a 2-D figure with a legend and an
+#: annotation on light boxes, and a 3-D figure (whose walls WebGL draws opaque).
+_THEME_PAGE = """<!doctype html><html data-theme="light"><head><meta charset="utf-8">
+<style>html[data-theme=dark] body {background: #121212; color: #ced6dd}</style></head><body>
+<div id="flat" style="width:600px;height:400px"></div><div id="solid" style="width:600px;height:400px"></div>
+<script>__PLOTLY__</script>
+<script>
+Plotly.newPlot('flat', [{x: [1, 2, 3], y: [2, 1, 3], name: 'a'}, {x: [1, 2, 3], y: [1, 3, 2], name: 'b'}],
+  {template: {layout: {paper_bgcolor: 'white', plot_bgcolor: 'white'}}, title: {text: 'flat'},
+   legend: {bgcolor: 'rgba(255,255,255,0.6)'},
+   annotations: [{x: 2, y: 2, text: 'note', bgcolor: 'white', font: {color: '#222'}}]});
+Plotly.newPlot('solid', [{type: 'scatter3d', x: [0, 1], y: [0, 1], z: [0, 1]}],
+  {title: {text: 'solid'}, scene: {xaxis: {backgroundcolor: 'white', showbackground: true},
+   yaxis: {backgroundcolor: 'white', showbackground: true},
+   zaxis: {backgroundcolor: 'white', showbackground: true}}});
+</script><script>__THEME__</script></body></html>"""
+
+
+def test_theme_script_on_its_own_page(browser) -> None:
+    """The theme script, on a page of its own: dark mode leaves no light box and no unreadable
+    text (measured as on the site); an explorer-like relayout that puts a light annotation back
+    is answered once and settles (no endless redraw); light mode restores the figure's colours."""
+    import plotly
+
+    plotly_js = (Path(plotly.__file__).parent / "package_data" / "plotly.min.js").read_text()
+    theme_js = (ROOT / "_static" / "llmviz-theme.js").read_text()
+    html = _THEME_PAGE.replace("__PLOTLY__", plotly_js).replace("__THEME__", theme_js)
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.set_content(html, wait_until="load")
+        page.wait_for_timeout(300)
+        light = page.evaluate(DARK_JS)  # the light figures fail the dark check: it can fail
+        assert any("legend" in p for p in light) and any("scene" in p for p in light), light
+        page.evaluate("document.documentElement.setAttribute('data-theme', 'dark')")
+        page.wait_for_timeout(500)
+        assert page.evaluate(DARK_JS) == []
+        # A frame's relayout (as an explorer's slider does) brings a light annotation back.
+        page.evaluate("""() => {
+            const gd = document.getElementById('flat');
+            window.__draws = 0;
+            gd.on('plotly_afterplot', () => { window.__draws += 1; });
+            return Plotly.relayout(gd, {annotations: [{x: 2, y: 2, text: 'again', bgcolor: 'white',
+                                                      font: {color: '#222'}}]});
+        }""")
+        page.wait_for_timeout(800)
+        assert page.evaluate(DARK_JS) == []
+        settled = page.evaluate("window.__draws")
+        page.wait_for_timeout(800)
+        assert page.evaluate("window.__draws") == settled, "the theme keeps redrawing the figure"
+        assert settled <= 3, f"{settled} redraws after one relayout"
+        page.evaluate("document.documentElement.setAttribute('data-theme', 'light')")
+        page.wait_for_timeout(500)
+        back = page.evaluate("""() => [document.getElementById('flat').layout.legend.bgcolor,
+            document.getElementById('flat').layout.annotations[0].bgcolor,
+            document.getElementById('solid').layout.scene.xaxis.backgroundcolor]""")
+        assert back == ["rgba(255,255,255,0.6)", "white", "white"], back
+        assert not errors, errors
+    finally:
+        context.close()
 
 
 def test_favicon_and_metadata(site) -> None:
@@ -437,6 +659,15 @@ def test_assets_are_served_locally(site) -> None:
         text = page.read_text(encoding="utf-8")
         for cdn in ("cdn.jsdelivr", "unpkg.com", "cdn.plot.ly", "cdnjs", "fonts.googleapis"):
             assert cdn not in text, f"{page.relative_to(site)} refers to {cdn}"
+
+
+def test_dark_check_reaches_every_page_with_plotly(site) -> None:
+    """The dark-mode check runs on the toc's pages: every built page that draws a plotly
+    figure must be one of them."""
+    with_plotly = {str(f.relative_to(site).with_suffix("")) for f in site.rglob("*.html")
+                   if "plotly-graph-div" in f.read_text(encoding="utf-8")}
+    assert with_plotly, "no page of the site draws a plotly figure"
+    assert with_plotly <= set(PAGES), f"pages with plotly outside the dark check: {with_plotly - set(PAGES)}"
 
 
 def test_plotly_js_only_where_needed(site) -> None:
