@@ -7,6 +7,8 @@ two side by side and say, computed, where their verdicts differ.
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -18,9 +20,16 @@ from ..training.ngram import ByteNgram
 from . import ch09
 from ._ch09_probes import uniform_far_mass
 
-__all__ = ["ppl", "reference", "ppl_estimates", "ngram_ppl", "reach", "race_checks",
+__all__ = ["stopwatch", "ppl", "reference", "ppl_estimates", "ngram_ppl", "reach", "race_checks",
            "race_claims", "uses_context_within_t", "locality_control", "lowest", "context_claims", "mechanism_claims", "stretch_claims", "copy_gain",
            "retrieval_claims", "dilution", "dilution_claims"]
+
+
+def stopwatch() -> Callable[[], float]:
+    """Start a clock for the page's own wall time: returns a function giving the seconds since
+    this call (the chapter glues what its code took in the build)."""
+    start = time.perf_counter()
+    return lambda: time.perf_counter() - start
 
 
 def ppl(runs, variant: str, key: str = "8x", field: str = "nll") -> torch.Tensor:
@@ -210,7 +219,9 @@ def mechanism_claims(runs, p: dict, size: Any, bigram: float, cx=None,
         worst = [max(f / n for f, n in zip(r["RoPE"]["scores"]["plain"]["far"],
                                            r["RoPE"]["scores"]["plain"]["near"]))
                  for _, r in cx.items()]
-        what = "largest score of the last query past T / within T, worst layer"
+        far = ch09.FACTORS[-1] - 1
+        what = (f"largest score of the last query over its {far}T keys past T / over its T keys "
+                f"within T, worst layer (a maximum over {far} times as many keys)")
     out["scores"] = Claim("In the trained RoPE model, attention scores past T are far larger "
                           "(over 1.5x) than any within T", summarize(worst), threshold=1.5,
                           direction=">", quantity=what, id="ch09_score_blowup", checks=checks,

@@ -200,3 +200,13 @@ def test_stretch_claims_decide_the_lowest_scaling_by_paired_intervals():
         "Zero-shot at 8T, B has")
     assert "YaRN" in claims["best_zero"].quantity
     assert claims["best_ft"].verdict != HOLDS  # B and YaRN tie after the fine-tune
+
+
+def test_stopwatch_counts_seconds_from_its_start():
+    import time
+
+    from llmviz.experiments.ch09_analysis import stopwatch
+    clock = stopwatch()
+    time.sleep(0.02)
+    first = clock()
+    assert 0.02 <= first < 5 and clock() >= first
