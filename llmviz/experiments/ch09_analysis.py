@@ -7,6 +7,8 @@ two side by side and say, computed, where their verdicts differ.
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -18,9 +20,16 @@ from ..training.ngram import ByteNgram
 from . import ch09
 from ._ch09_probes import uniform_far_mass
 
-__all__ = ["ppl", "reference", "ppl_estimates", "ngram_ppl", "race_checks", "race_claims",
-           "context_claims", "mechanism_claims", "stretch_claims", "copy_gain",
+__all__ = ["stopwatch", "ppl", "reference", "ppl_estimates", "ngram_ppl", "reach", "race_checks",
+           "race_claims", "uses_context_within_t", "locality_control", "lowest", "context_claims", "mechanism_claims", "stretch_claims", "copy_gain",
            "retrieval_claims", "dilution", "dilution_claims"]
+
+
+def stopwatch() -> Callable[[], float]:
+    """Start a clock for the page's own wall time: returns a function giving the seconds since
+    this call (the chapter glues what its code took in the build)."""
+    start = time.perf_counter()
+    return lambda: time.perf_counter() - start
 
 
 def ppl(runs, variant: str, key: str = "8x", field: str = "nll") -> torch.Tensor:
@@ -51,13 +60,26 @@ def reference(runs, v: str) -> torch.Tensor:
     return ppl(runs, v, None, "sliding")
 
 
+def reach(runs, v: str, seq_len: int, tol: float = 0.03) -> int:
+    """How many tokens of context ``v`` uses within T (``seq_len``): over the first T positions
+    of its loss by position in a window of 8T (``by_position``, mean of the seeds), the upper
+    edge of the first bin whose loss is within ``tol`` nats of the lowest."""
+    curve = torch.tensor([r[v]["by_position"] for _, r in runs.items()], dtype=torch.float64).mean(0)
+    n_bins = curve.numel() // ch09.FACTORS[-1]  # bins within the first T positions
+    width = seq_len // n_bins
+    first_t = curve[:n_bins]
+    return (int((first_t <= first_t.min() + tol).nonzero()[0]) + 1) * width
+
+
 def race_checks(runs, bigram: float) -> list[Check]:
-    """What makes a race able to decide: every model beats the byte bigram at T, and the
-    measurement sees a break where one is known (the learned table reads untrained rows past
-    T: its perplexity at 8T must exceed its in-distribution perplexity by more than 10 %)."""
-    at_t = {v: ppl(runs, v, "1x").tolist() for v in ch09.SCHEMES}
+    """What makes a race able to decide: every model beats the byte bigram at T (each target
+    read with exactly T tokens before it, the reference of every ratio), and the measurement
+    sees a break where one is known (the learned table reads untrained rows past T: its
+    perplexity at 8T must exceed its in-distribution perplexity by more than 10 %)."""
+    at_t = {v: reference(runs, v).tolist() for v in ch09.SCHEMES}
     learned = paired_ratio(ppl(runs, "learned", "8x"), reference(runs, "learned"))
-    return [beats_baseline(at_t, bigram, name="every model beats the byte bigram at T"),
+    return [beats_baseline(at_t, bigram, name="every model beats the byte bigram reading T "
+                           "tokens"),
             positive_control("the measurement sees a known break (learned table, 8T / T > 1.1)",
                              learned.low > 1.1, f"learned 8T / T {learned.format('.2f')}")]
 
@@ -66,12 +88,62 @@ def _growth(runs, v: str) -> torch.Tensor:
     return ppl(runs, v, "8x") / reference(runs, v)
 
 
-def race_claims(runs, size: Any, bigram: float, suffix: str = "") -> dict[str, Claim]:
-    """The race's claims, decided from ``runs`` (labelled with ``size``), each with the checks."""
+def uses_context_within_t(runs, v: str) -> Check:
+    """Positive control that ``v`` reads its context within T: the same targets read with fewer
+    tokens (the 1x tail: 0 to T - 1 tokens before each) must score worse than read with T
+    tokens (the sliding window), with the whole interval above 1."""
+    control = paired_ratio(ppl(runs, v, "1x"), reference(runs, v))
+    return positive_control("the comparison sees context used within T (1x tail / sliding > 1)",
+                            control.low > 1.0, f"{v}: {control.format('.3f')}")
+
+
+def locality_control(runs, seq_len: int, v: str = "ALiBi", flat: float = 1.05) -> Check:
+    """Positive control for "``v`` stays flat": a flat curve is not automatic for a model that
+    reads as little context as ``v``. Every other scheme whose loss within T stops falling no
+    later than ``v``'s (:func:`reach`) must grow past T by more than ``flat`` (whole interval);
+    if one of them is flat too, flatness says nothing about ``v``'s scheme."""
+    reached = {u: reach(runs, u, seq_len) for u in ch09.SCHEMES}
+    r = reached[v]
+    local = [u for u in ch09.SCHEMES if u != v and reached[u] <= r]
+    name = (f"a model as local as {v} need not be flat: every scheme whose loss within T stops "
+            f"falling as early grows past T (> {flat:g}x)")
+    if not local:
+        return positive_control(name, False, f"{v} reads {r} tokens; no other scheme reads as few")
+    growth = {u: paired_ratio(ppl(runs, u, "8x"), reference(runs, u)) for u in local}
+    flattest = min(local, key=lambda u: growth[u].low)
+    return positive_control(name, growth[flattest].low > flat,
+                            f"within T the loss stops falling after {r} tokens for {v}, as early "
+                            f"or earlier for {', '.join(f'{u} ({reached[u]})' for u in local)}; "
+                            f"the flattest of them, {flattest}, grows "
+                            f"{growth[flattest].format('.2f')}")
+
+
+def race_claims(runs, size: Any, bigram: float, suffix: str = "", *, seq_len: int | None = None,
+                ngram: float | None = None) -> dict[str, Claim]:
+    """The race's claims, decided from ``runs`` (labelled with ``size``), each with the checks.
+
+    With ``seq_len`` (T; the runs must carry ``by_position``), "ALiBi stays flat" also carries
+    :func:`locality_control`. With ``ngram`` (the byte n-gram's perplexity on the same targets),
+    "ALiBi has the lowest perplexity" says where the n-gram stands. "NoPE degrades less" carries
+    NoPE's positive control (:func:`uses_context_within_t`): a NoPE model that does better with
+    less context is not a working model of the others' class, and its growth compares nothing.
+    """
     checks, kw = race_checks(runs, bigram), dict(size=size)
     others = [v for v in ch09.SCHEMES if v != "ALiBi"]
     runner = min(others, key=lambda v: float(ppl(runs, v, "8x").log().mean()))
     best_other = min(("ALiBi", "RoPE", "T5"), key=lambda v: float(_growth(runs, v).log().mean()))
+    flat_checks = [] if seq_len is None else [locality_control(runs, seq_len)]
+    alibi_8t = float(ppl(runs, "ALiBi").log().mean().exp())
+    best_text = "ALiBi has the lowest perplexity at 8T of the six networks"
+    if ngram is not None:
+        best_text += (f" (a byte n-gram, reading a few bytes, scores {ngram:.2f} there, "
+                      f"{'below' if ngram < alibi_8t else 'above'} ALiBi's {alibi_8t:.2f})")
+    nope_control = uses_context_within_t(runs, "NoPE")
+    nope_control = positive_control(
+        f"NoPE works as a model within T: {nope_control.name}", nope_control.passed,
+        f"{nope_control.detail}; reading T tokens NoPE "
+        f"{float(reference(runs, 'NoPE').log().mean().exp()):.2f}, {best_other} "
+        f"{float(reference(runs, best_other).log().mean().exp()):.2f}")
 
     def claim(key, text, est, threshold, direction, quantity, extra=()):
         return Claim(text, est, threshold=threshold, direction=direction, quantity=quantity,
@@ -82,12 +154,13 @@ def race_claims(runs, size: Any, bigram: float, suffix: str = "") -> dict[str, C
                       "10% of its perplexity reading T tokens", paired_ratio(ppl(runs, "RoPE"),
                       reference(runs, "RoPE")), 1.1, "<",
                       "RoPE perplexity at 8T / reading T tokens"),
-        "alibi_best": claim("alibi_best", "ALiBi has the lowest perplexity at 8T",
+        "alibi_best": claim("alibi_best", best_text,
                             paired_ratio(ppl(runs, runner), ppl(runs, "ALiBi")), 1.0, ">",
                             f"perplexity at 8T of the next best ({runner}) / ALiBi's"),
-        "alibi_flat": claim("alibi_flat", "ALiBi's perplexity stays flat from T to 8T (within 5%)",
-                            paired_ratio(ppl(runs, "ALiBi"), reference(runs, "ALiBi")), 1.05, "<",
-                            "ALiBi perplexity at 8T / reading T tokens"),
+        "alibi_flat": claim("alibi_flat", "ALiBi's perplexity stays flat from T to 8T (within 5%): "
+                            "it survives the longer input (whether it reads it is a separate "
+                            "question)", paired_ratio(ppl(runs, "ALiBi"), reference(runs, "ALiBi")),
+                            1.05, "<", "ALiBi perplexity at 8T / reading T tokens", flat_checks),
         "t5": claim("t5_extrapolates", "T5's bias extrapolates: its perplexity at 8T is within "
                     "10% of its perplexity reading T tokens", paired_ratio(ppl(runs, "T5"),
                     reference(runs, "T5")), 1.1, "<", "T5 perplexity at 8T / reading T tokens"),
@@ -99,7 +172,7 @@ def race_claims(runs, size: Any, bigram: float, suffix: str = "") -> dict[str, C
                       "(Kazemnejad et al.)", paired_ratio(_growth(runs, "NoPE"),
                       _growth(runs, best_other)), 1.0, "<",
                       f"(NoPE 8T / reading T) / (the same for the flattest of the three, "
-                      f"{best_other})"),
+                      f"{best_other})", [nope_control]),
     }
 
 
@@ -109,17 +182,15 @@ def context_claims(runs, size: Any, bigram: float, suffix: str = "",
     against the same targets read with exactly T tokens of context (a sliding window), with a
     positive control: the same comparison sees the context a model uses within T (its tail at
     1x, where a target has T/2 tokens of context on average, against the sliding window). With
-    ``ngram`` (the byte n-gram's perplexity on the same targets), the scheme must also beat it at
-    T: a model that loses to a few bytes of context cannot show use of more than T."""
+    ``ngram`` (the byte n-gram's perplexity on the same targets), the scheme must also beat it
+    reading T tokens (the sliding window, the n-gram's fair match: both read a fixed context):
+    a model that loses to a few bytes of context cannot show use of more than T."""
     out = {}
     for v in ("ALiBi", "T5", "NoPE"):
-        control = paired_ratio(ppl(runs, v, "1x"), ppl(runs, v, None, "sliding"))
-        checks = [race_checks(runs, bigram)[0], positive_control(
-            "the comparison sees context used within T (1x tail / sliding > 1)",
-            control.low > 1.0, f"{v}: {control.format('.3f')}")]
-        if ngram is not None:
-            checks.append(beats_baseline(ppl(runs, v, "1x").tolist(), ngram,
-                                         name=f"{v} beats the byte n-gram at T"))
+        checks = [race_checks(runs, bigram)[0], uses_context_within_t(runs, v)]
+        if ngram is not None:  # on the reference: each target read with exactly T tokens
+            checks.append(beats_baseline(reference(runs, v).tolist(), ngram,
+                                         name=f"{v} beats the byte n-gram reading T tokens"))
         out[v] = Claim(f"{v} uses context beyond T: at 8T its perplexity is below reading "
                        "each target with the last T tokens only",
                        paired_ratio(ppl(runs, v), ppl(runs, v, None, "sliding")), threshold=1.0,
@@ -148,7 +219,9 @@ def mechanism_claims(runs, p: dict, size: Any, bigram: float, cx=None,
         worst = [max(f / n for f, n in zip(r["RoPE"]["scores"]["plain"]["far"],
                                            r["RoPE"]["scores"]["plain"]["near"]))
                  for _, r in cx.items()]
-        what = "largest score of the last query past T / within T, worst layer"
+        far = ch09.FACTORS[-1] - 1
+        what = (f"largest score of the last query over its {far}T keys past T / over its T keys "
+                f"within T, worst layer (a maximum over {far} times as many keys)")
     out["scores"] = Claim("In the trained RoPE model, attention scores past T are far larger "
                           "(over 1.5x) than any within T", summarize(worst), threshold=1.5,
                           direction=">", quantity=what, id="ch09_score_blowup", checks=checks,
@@ -156,17 +229,39 @@ def mechanism_claims(runs, p: dict, size: Any, bigram: float, cx=None,
     return out
 
 
+def lowest(per_seed: dict[str, torch.Tensor]) -> tuple[str, str, Any]:
+    """Which variant is lowest, decided by paired intervals, not by ranking point estimates.
+
+    ``per_seed``: ``{variant: per-seed perplexities}``, paired by seed. Returns ``(best,
+    closest, ratio)``: ``best`` has the lowest geometric mean; ``closest`` is the competitor
+    nearest to it among those whose paired ratio ``closest / best`` does not lie above 1 (or,
+    when every ratio does, the nearest of all), and ``ratio`` is that :func:`paired_ratio`.
+    ``best`` is the lowest only where that interval lies above 1; otherwise no variant is
+    resolved lowest."""
+    if len(per_seed) < 2:
+        raise ValueError(f"lowest needs at least two variants to compare, got {list(per_seed)}")
+    best = min(per_seed, key=lambda v: float(per_seed[v].log().mean()))
+    ratios = {v: paired_ratio(x, per_seed[best]) for v, x in per_seed.items() if v != best}
+    closest = min(ratios, key=lambda v: (ratios[v].low > 1.0, ratios[v].mean))
+    return best, closest, ratios[closest]
+
+
 def stretch_claims(runs, size: Any, bigram: float, ft_last: int) -> dict[str, Claim]:
-    """Zero-shot and fine-tuned claims on the stretched RoPE model."""
+    """Zero-shot and fine-tuned claims on the stretched RoPE model, and which scaling is lowest
+    at 8T zero-shot and after the fine-tune (:func:`lowest`)."""
     checks = [beats_baseline(ppl(runs, "RoPE", "1x").tolist(), bigram,
-                             name="the RoPE model beats the byte bigram at T")]
+                             name="the RoPE model beats the byte bigram at T (1x tail)")]
 
     def ft(v):  # perplexity at 8T after the last fine-tune step
         return torch.tensor([r[v]["ft_nll"][-1] for _, r in runs.items()]).exp()
 
-    def claim(key, text, est, threshold, direction, quantity):
+    first = runs[runs.seeds[0]]
+    zero = lowest({v: ppl(runs, v) for v in first})
+    tuned = lowest({v: ft(v) for v in first if "ft_nll" in first[v]})
+
+    def claim(key, text, est, threshold, direction, quantity, fmt=".3g"):
         return Claim(text, est, threshold=threshold, direction=direction, quantity=quantity,
-                     id=f"ch09_{key}", checks=checks, size=size)
+                     id=f"ch09_{key}", checks=checks, size=size, fmt=fmt)
 
     return {
         "pi_zero": claim("pi_zero_shot", "Position interpolation without fine-tuning costs "
@@ -187,6 +282,13 @@ def stretch_claims(runs, size: Any, bigram: float, ft_last: int) -> dict[str, Cl
         "yarn_ft": claim("yarn_finetune", "After the fine-tune, YaRN beats PI at 8T",
                          paired_ratio(ft("YaRN"), ft("PI")), 1.0, "<",
                          f"YaRN / PI at 8T after {ft_last} steps"),
+        "best_zero": claim("lowest_zero_shot", f"Zero-shot at 8T, {zero[0]} has the lowest "
+                           "perplexity of the scalings", zero[2], 1.0, ">",
+                           f"{zero[1]} / {zero[0]} at 8T, no fine-tune (the closest competitor)",
+                           ".3f"),
+        "best_ft": claim("lowest_finetuned", f"After the fine-tune, {tuned[0]} has the lowest "
+                         "perplexity at 8T", tuned[2], 1.0, ">", f"{tuned[1]} / {tuned[0]} at 8T "
+                         f"after {ft_last} steps (the closest competitor)", ".3f"),
     }
 
 
@@ -196,7 +298,7 @@ def _context_checks(cx, v: str, bigram: float) -> list[Check]:
     of the repeat by more than 0.02 nats per byte (whole interval)."""
     control = summarize(copy_gain(cx, v, "control"))
     at_t = [math.exp(r[v]["curve"][-1]) for _, r in cx.items()]
-    return [beats_baseline(at_t, bigram, name=f"{v} beats the byte bigram at T"),
+    return [beats_baseline(at_t, bigram, name=f"{v} beats the byte bigram at T (1x tail)"),
             positive_control("the copy test sees retrieval within T (gain at T/2 > 0.02 nats)",
                              control.low > 0.02, f"{v}: {control.format('.3f')} nats per byte")]
 

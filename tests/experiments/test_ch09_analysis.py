@@ -9,8 +9,9 @@ import pytest
 from llmviz.evidence import CANNOT_DECIDE, FAILS, HOLDS, Runs
 from llmviz.experiments import ch09
 from llmviz.experiments.ch09_analysis import (context_claims, copy_gain, dilution,
-                                              dilution_claims, ppl, ppl_estimates, race_checks,
-                                              race_claims, retrieval_claims)
+                                              dilution_claims, locality_control, lowest, ppl,
+                                              ppl_estimates, race_checks, race_claims, reach,
+                                              retrieval_claims, stretch_claims)
 
 # perplexity at 1x, 2x, 4x, 8x per scheme (seed noise added below); sliding-window perplexity
 TRAINED = {"ALiBi": (4.0, 4.0, 4.0, 4.0), "sinusoidal": (4.5, 20, 30, 32),
@@ -121,3 +122,91 @@ def test_score_claim_reads_the_largest_scores_of_the_context_record():
     claim = mechanism_claims(runs, {"seq_len": 64}, "record", 9.87, cx=cx, cx_size="context")["scores"]
     assert claim.estimate.mean == pytest.approx((16 / 6 + 17 / 6 + 18 / 6) / 3)
     assert claim.verdict == HOLDS and claim.size == "context"
+
+
+def test_checks_and_ngram_bar_read_the_sliding_reference_not_the_1x_tail():
+    # T5: 1x tail 3.9 (above an n-gram of 3.85), reading T tokens 3.8 (below it)
+    claims = context_claims(_runs(TRAINED), "record", 9.87, ngram=3.85)
+    ngram_check = claims["T5"].checks[-1]
+    assert "reading T tokens" in ngram_check.name and ngram_check.passed
+    assert claims["T5"].verdict == FAILS  # 10 at 8T against 3.8: worse, not better
+    assert not claims["ALiBi"].checks[-1].passed  # 3.9 reading T tokens loses to 3.85
+    # the bigram check: NoPE's tail (7.0) beats a bigram of 7.2, its sliding window (7.5) does not
+    assert not race_checks(_runs(TRAINED), 7.2)[0].passed
+
+
+def test_nope_race_claim_needs_its_positive_control():
+    # NoPE scores better with less context (tail 7.0 < sliding 7.5): broken within T
+    claim = race_claims(_runs(TRAINED), "record", 9.87)["nope"]
+    assert claim.verdict == CANNOT_DECIDE
+    assert not claim.checks[-1].passed and "NoPE" in claim.checks[-1].detail
+    working = _runs(TRAINED, sliding={**SLIDING, "NoPE": 6.5})  # tail 7.0 > sliding 6.5
+    claim = race_claims(working, "record", 9.87)["nope"]
+    assert claim.checks[-1].passed and claim.verdict == FAILS  # 9.6/6.5 against ALiBi's 4.0/3.9
+
+
+def _with_positions(runs, drops):
+    """Loss by position over a window of 8T (64 bins): falls until bin ``drops[v]``, then flat."""
+    for seed in runs.seeds:
+        for v, d in drops.items():
+            runs[seed][v]["by_position"] = [2.0 - 0.1 * min(i, d) for i in range(64)]
+    return runs
+
+
+def test_reach_and_the_locality_control_of_the_flat_claim():
+    drops = {v: 2 for v in TRAINED} | {"ALiBi": 3, "NoPE": 0}
+    runs = _with_positions(_runs(TRAINED), drops)
+    assert reach(runs, "ALiBi", 64) == 32 and reach(runs, "NoPE", 64) == 8
+    control = locality_control(runs, 64)
+    assert control.passed  # every scheme as local as ALiBi grows past T
+    claim = race_claims(runs, "record", 9.87, seq_len=64, ngram=3.7)["alibi_flat"]
+    assert claim.verdict == HOLDS and claim.checks[-1] == control
+    assert "3.70" in race_claims(runs, "record", 9.87, ngram=3.7)["alibi_best"].text
+    # a scheme as local as ALiBi that is flat too: flatness says nothing about ALiBi's scheme
+    flat = _with_positions(_runs({**TRAINED, "T5": (3.8, 3.8, 3.8, 3.8)}), drops)
+    assert not locality_control(flat, 64).passed
+    assert race_claims(flat, "record", 9.87, seq_len=64)["alibi_flat"].verdict == CANNOT_DECIDE
+    # a scheme reading more than ALiBi does not count
+    wider = _with_positions(_runs({**TRAINED, "T5": (3.8, 3.8, 3.8, 3.8)}), drops | {"T5": 5})
+    assert locality_control(wider, 64).passed
+
+
+def test_lowest_names_a_winner_only_where_the_paired_interval_resolves():
+    import torch
+    a = torch.tensor([4.0, 4.4, 3.9])
+    clear = {"a": a, "b": a * 1.1, "c": a * torch.tensor([2.0, 3.0, 2.5])}
+    best, closest, ratio = lowest(clear)
+    assert (best, closest) == ("a", "b") and ratio.low > 1
+    close = {"a": a, "b": a * torch.tensor([1.004, 0.999, 1.009]), "c": a * 1.5}
+    best, closest, ratio = lowest(close)
+    assert (best, closest) == ("a", "b") and ratio.low < 1 < ratio.high
+    with pytest.raises(ValueError, match="at least two variants"):
+        lowest({"a": a})
+
+
+def test_stretch_claims_decide_the_lowest_scaling_by_paired_intervals():
+    out = {}
+    for seed in range(3):
+        j = 1 + 0.01 * (seed - 1)
+        out[seed] = {v: {"nll": {f"{k}x": math.log(p * j) for k in ch09.FACTORS},
+                         "ft_nll": [math.log(2 * p), math.log(q * (1 + 0.004 * seed * (v == "B")))]}
+                     for v, p, q in (("RoPE", 50, 6.0), ("PI", 30, 5.2), ("YaRN", 13, 4.1),
+                                     ("B", 12, 4.1))}
+        out[seed]["RoPE"]["nll"]["1x"] = math.log(3.7 * j)
+        out[seed]["PI"]["nll"]["1x"] = math.log(20 * j)
+        out[seed]["YaRN, no temperature"] = out[seed]["YaRN"]
+    claims = stretch_claims(Runs(out), "record", 9.87, 160)
+    assert claims["best_zero"].verdict == HOLDS and claims["best_zero"].text.startswith(
+        "Zero-shot at 8T, B has")
+    assert "YaRN" in claims["best_zero"].quantity
+    assert claims["best_ft"].verdict != HOLDS  # B and YaRN tie after the fine-tune
+
+
+def test_stopwatch_counts_seconds_from_its_start():
+    import time
+
+    from llmviz.experiments.ch09_analysis import stopwatch
+    clock = stopwatch()
+    time.sleep(0.02)
+    first = clock()
+    assert 0.02 <= first < 5 and clock() >= first
