@@ -32,6 +32,7 @@ chapter); :func:`experiments` imports them all. The command line::
     python -m llmviz.evidence.records list
     python -m llmviz.evidence.records check [NAME ...]
     python -m llmviz.evidence.records run NAME [--size long|full]
+    python -m llmviz.evidence.records refingerprint [NAME ...] [--at REVISION]
 """
 
 from __future__ import annotations

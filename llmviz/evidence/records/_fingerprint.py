@@ -18,9 +18,10 @@ its live size leaves its long record fresh.
   function, some executed function's source must change.
 * The source is normalised before hashing by a versioned rule (:mod:`._normalise`): version 2,
   the current one, also leaves out *refusals*: ``if ...: raise ValueError(...)``, ``assert``,
-  ``check_...(...)`` statements, which a completed run never acted on (why that is safe, and
-  exactly what counts, is in that module). A record stores its rule's version (none: version
-  1) and is always compared by that rule.
+  calls of the shared ``check_...`` functions, which a completed run never acted on (why that
+  is safe, and exactly what counts, is in that module). A record stores its rule's version (none: version
+  1) and is always compared by that rule; ``python -m llmviz.evidence.records refingerprint``
+  moves a record that is fresh under its own rule to the current one (:mod:`._migrate`).
 
 Not seen: behaviour that changes without any source change in those files (a data file, a
 package upgrade; the record stores torch's and Python's versions for that).
@@ -36,11 +37,12 @@ import json
 import os
 import sys
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from ._normalise import VERSION, normalise
 
-__all__ = ["CodeTracer", "fingerprint", "changes", "module_of", "VERSION"]
+__all__ = ["CodeTracer", "fingerprint", "changes", "stored_functions", "module_of", "VERSION"]
 
 _OWN_FILE = str(Path(__file__).resolve())  # the tracer's own exit is not the run's code
 #: Normalised files, by (path, rule version): the (mtime, size) they were read at, the tree,
@@ -144,13 +146,30 @@ def _source(path: Path | None, version: int) -> tuple[ast.Module, dict[str, str 
     return cached[1], cached[2]
 
 
-def _hash(path: Path | None, qualname: str | None, version: int = VERSION) -> str | None:
-    """The hash of function ``qualname`` in ``path`` (None: of the module's other code), by
-    the normalisation rule ``version``."""
-    source = _source(path, version)
+#: Source texts given as text (a git revision's), normalised: by (text's sha256, version).
+_TEXTS: dict[tuple[str, int], tuple[ast.Module, dict[str, str | None]]] = {}
+#: ``module name -> its source text`` (None: it does not exist there), to hash instead of the
+#: files on disk.
+Source = Callable[[str], "str | None"]
+
+
+def _hash(module: str, qualname: str | None, version: int = VERSION,
+          source: Source | None = None) -> str | None:
+    """The hash of function ``qualname`` in ``module`` (None: of the module's other code), by
+    the normalisation rule ``version``, from its file (or from ``source``)."""
     if source is None:
+        found = _source(module_of(module), version)
+    else:
+        text = source(module)
+        if text is None:
+            return None
+        key = (hashlib.sha256(text.encode()).hexdigest(), version)
+        if key not in _TEXTS:
+            _TEXTS[key] = (normalise(ast.parse(text), version), {})
+        found = _TEXTS[key]
+    if found is None:
         return None
-    tree, memo = source
+    tree, memo = found
     slot = qualname or ""
     if slot not in memo:
         memo[slot] = _function_hash(tree, qualname) if qualname else _digest(_skeleton(tree))
@@ -264,39 +283,49 @@ def _size_names(tree: ast.AST) -> frozenset[str]:
     return frozenset(seen)
 
 
-def fingerprint(functions: dict[str, list[str]], version: int = VERSION) -> dict[str, Any]:
+def fingerprint(functions: dict[str, list[str]], version: int = VERSION,
+                source: Source | None = None) -> dict[str, Any]:
     """``{"functions": {"module:qualname": hash}, "modules": {module: hash}, "version": n}`` for
-    the names in ``functions`` (``{module: [qualname, ...]}``), hashed from their files now by
-    the normalisation rule ``version`` (default: the current one)."""
+    the names in ``functions`` (``{module: [qualname, ...]}``), hashed by the normalisation
+    rule ``version`` (default: the current one) from their files now, or from ``source``."""
     out: dict[str, Any] = {"functions": {}, "modules": {}}
     for module, names in sorted(functions.items()):
-        path = module_of(module)
-        digest = _hash(path, None, version)
+        digest = _hash(module, None, version, source)
         if digest is None:
             continue
         out["modules"][module] = digest
         for name in names:
-            digest = _hash(path, name, version)
+            digest = _hash(module, name, version, source)
             if digest is not None:
                 out["functions"][f"{module}:{name}"] = digest
     out["version"] = version
     return out
 
 
-def changes(stored: dict[str, Any]) -> list[str]:
+def stored_functions(stored: dict[str, Any]) -> dict[str, list[str]]:
+    """The ``{module: [qualname, ...]}`` a stored fingerprint was taken of."""
+    out: dict[str, list[str]] = {m: [] for m in stored.get("modules", {})}
+    for key in stored.get("functions", {}):
+        module, name = key.split(":", 1)
+        out.setdefault(module, []).append(name)
+    return out
+
+
+def changes(stored: dict[str, Any], source: Source | None = None) -> list[str]:
     """What changed since ``stored`` (a :func:`fingerprint`) was taken: one phrase per change,
-    re-hashed by the rule ``stored`` was taken with (no ``"version"``: version 1)."""
+    re-hashed by the rule ``stored`` was taken with (no ``"version"``: version 1), from the
+    files now or from ``source``."""
     version = stored.get("version", 1)
     out = []
     for module, digest in sorted(stored.get("modules", {}).items()):
-        now = _hash(module_of(module), None, version)
+        now = _hash(module, None, version, source)
         if now is None:
             out.append(f"module {module} no longer exists")
         elif now != digest:
             out.append(f"module-level code of {module} changed")
     for key, digest in sorted(stored.get("functions", {}).items()):
         module, name = key.split(":", 1)
-        now = _hash(module_of(module), name, version)
+        now = _hash(module, name, version, source)
         if now is None:
             out.append(f"{key} no longer exists")
         elif now != digest:
