@@ -15,6 +15,7 @@ import torch
 
 __all__ = [
     "check_flag",
+    "check_flags",
     "check_tensor",
     "check_dtype_matches",
     "check_hidden",
@@ -116,6 +117,13 @@ def check_flag(value: Any, name: str) -> bool:
     if type(value).__name__ not in ("bool", "bool_"):
         raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
     return bool(value)
+
+
+def check_flags(**flags: Any) -> None:
+    """:func:`check_flag` for each keyword, e.g. ``check_flags(causal=causal, bias=bias)``: a
+    ``None`` (or ``0``/``1``) given for a switch is refused, whatever else is switched on."""
+    for name, value in flags.items():
+        check_flag(value, name)
 
 
 def check_real(value: Any, name: str, *, hint: str = "") -> Any:

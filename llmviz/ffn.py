@@ -26,7 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._checks import check_choice, check_hidden, check_positive, check_positive_int, check_real, check_tensor
+from ._checks import (check_choice, check_flags, check_hidden, check_positive, check_positive_int,
+                      check_real, check_tensor)
 from ._registry import Registry
 
 __all__ = [
@@ -107,6 +108,7 @@ class Activation(nn.Module):
     """
 
     def __init__(self, name: str, *, fused: bool = True) -> None:
+        check_flags(fused=fused)
         super().__init__()
         check_choice(name, "activation", FFN_ACTIVATIONS)
         self.name = name
@@ -130,6 +132,7 @@ class Swish(nn.Module):
     """
 
     def __init__(self, beta: float = 1.0, *, learnable: bool = False) -> None:
+        check_flags(learnable=learnable)
         super().__init__()
         check_real(beta, "beta")
         self.learnable = learnable
@@ -150,6 +153,7 @@ def activation(name: str, *, beta: float = 1.0, learnable: bool = False) -> nn.M
 
     ``beta``/``learnable`` apply to ``"swish"`` only.
     """
+    check_flags(learnable=learnable)
     check_choice(name, "activation", tuple(ACTIVATION_FNS))
     check_real(beta, "beta")
     if name == "swish":
@@ -221,6 +225,7 @@ class MLP(nn.Module):
         self, d_model: int, d_ff: int, *, activation: str | nn.Module | Callable = "gelu",
         bias: bool = True, dropout: float = 0.0,
     ) -> None:
+        check_flags(bias=bias)
         super().__init__()
         check_positive_int(d_model, "d_model")
         check_positive_int(d_ff, "d_ff")
@@ -254,6 +259,7 @@ class GatedMLP(nn.Module):
         self, d_model: int, d_ff: int, *, activation: str | nn.Module | Callable = "silu",
         bias: bool = False, dropout: float = 0.0,
     ) -> None:
+        check_flags(bias=bias)
         super().__init__()
         check_positive_int(d_model, "d_model")
         check_positive_int(d_ff, "d_ff")

@@ -14,7 +14,8 @@ Four parts:
    one raised inside torch, numpy, matplotlib or plotly, or Python's own operator message. So
    does a *clearly* invalid value (a NaN, a non-positive size, an unknown choice) that is
    silently accepted, and so does a None given where the parameter neither defaults to None
-   nor says it takes None (a flag read as False), outside ``NONE_OPEN_GROUPS``.
+   nor says it takes None (a flag read as False). A parameter is checked when given, whatever
+   mode the call is in (``tests/test_bad_input_modes.py`` names each such refusal).
 3. A table of named bad calls, each with the message it must give (the value and the fix).
 4. Edge cases that are valid and must give a correct result (T = 0, non-contiguous input,
    a loss with no token to predict, uint8 token ids).
@@ -135,23 +136,6 @@ ZERO_IS_VALID = {
 }
 #: A result record (it stores what a run measured; it checks nothing by design).
 RECORDS = {"History"}
-#: Read only in a mode the valid call does not switch on (qk-norm, a KV cache, DeepNorm
-#: placement, linear-attention layers, experts); a bad value there is not yet refused up
-#: front. Open: each should be checked when given, whatever the mode.
-INACTIVE = {
-    "MultiHeadAttention.qk_norm_eps", "MultiHeadAttention.forward.layer_idx",
-    "TransformerBlock.qk_norm_eps", "TransformerBlock.deepnorm_alpha",
-    "TransformerBlock.linear_conv_kernel", "TransformerBlock.forward.layer_idx",
-    "ModelConfig.experts_top_k", "ModelConfig.n_shared_experts", "ModelConfig.moe_scaling",
-    "ModelConfig.moe_bias_rate", "ModelConfig.expert_glu_alpha", "ModelConfig.expert_glu_limit",
-}
-
-
-#: Groups whose flags still read None as False (``causal=None`` runs as ``causal=False``):
-#: their checks belong in code the recorded runs fingerprint (llmviz/experiments/records), so
-#: adding them means re-making those records. Open. Everywhere else a None where the parameter
-#: neither defaults to None nor says it takes None must be refused.
-NONE_OPEN_GROUPS = {"attention", "position", "norm", "ffn", "model", "training", "moe"}
 
 
 def _takes_none(fn, param: str) -> bool:
@@ -200,10 +184,9 @@ def _walk(names):
                         raw.append(f"{label}({param}={kind}): {why}: {err}")
                 else:
                     zero_ok = kind == "zero" and f"{label}.{param}" in ZERO_IS_VALID
-                    if clear and not zero_ok and f"{label}.{param}" not in INACTIVE:
+                    if clear and not zero_ok:
                         silent.append(f"{label}({param}={kind})")
-                    elif (bad[param] is None and name.split(".")[1] not in NONE_OPEN_GROUPS
-                          and not _takes_none(f, param)):
+                    elif bad[param] is None and not _takes_none(f, param):
                         silent.append(f"{label}({param}=None): None is not one of its values")
                 finally:
                     _close_figures()

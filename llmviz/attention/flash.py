@@ -29,7 +29,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .._checks import check_positive_int, check_tensor
+from .._checks import check_flags, check_positive_int, check_tensor
 from ._checks import check_qkv
 from .functional import repeat_kv
 from .masks import query_positions
@@ -70,6 +70,7 @@ def flash_forward(q, k, v, *, causal: bool = False, scale: float | None = None,
     it, any weight is ``exp(score - lse)`` and can be recomputed without the rest of its row.
     k, v: ``(B, G, S, D)``, ``H % G == 0``; causal: queries are the last T of the S keys.
     """
+    check_flags(causal=causal)
     n_rep, scale, status, q_pos = _setup(q, k, v, causal, scale, block_q, block_k)
     k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)
     B, H, T, _ = q.shape
@@ -158,6 +159,7 @@ def flash_attention(q, k, v, *, causal: bool = False, scale: float | None = None
     Equal (to float rounding) to :func:`llmviz.attention.scaled_dot_product_attention`, values
     and gradients; the backward pass recomputes weights tile by tile (:func:`flash_backward`).
     """
+    check_flags(causal=causal)
     return _FlashFunction.apply(q, k, v, causal, scale, block_q, block_k)
 
 
@@ -228,6 +230,7 @@ def packed_gqa_attention(q, k, v, *, causal: bool = False, scale: float | None =
     q ``(B, H, T, D)``, k, v ``(B, G, S, D)``. With ``causal`` the queries are the last T of
     the S keys and the mask is tiled over the R heads of each group (for T = 1 no mask is needed).
     """
+    check_flags(causal=causal)
     H, G = check_qkv(q, k, v)
     T, S = q.shape[2], k.shape[2]
     mask = None

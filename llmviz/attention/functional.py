@@ -58,7 +58,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .._checks import check_positive, check_positive_int, check_real, check_tensor
+from .._checks import check_flags, check_positive, check_positive_int, check_real, check_tensor
 from ._blocked import blocked_rows, dead_keys
 from ._checks import check_mask, check_qkv, check_sinks
 from ._layout import Layout
@@ -146,6 +146,7 @@ def attention_weights(
         (less the sink's share with ``sinks``), fully blocked rows (by ``mask`` or by ``-inf``
         in ``bias``) are all zero.
     """
+    check_flags(is_causal=is_causal)
     layout = Layout(q, k, None, enable_gqa)
     q, k = layout.q, layout.k
     H, G = check_qkv(q, k, k)
@@ -250,6 +251,7 @@ def scaled_dot_product_attention(
     Unlike torch's, ``is_causal`` with ``T < S`` puts the queries at the END of the keys (a
     KV cache's layout; torch aligns them to the start); with ``T == S`` the two agree.
     """
+    check_flags(is_causal=is_causal, return_weights=return_weights)
     layout = Layout(q, k, v, enable_gqa)
     q, k, v = layout.q, layout.k, layout.v
     H, G = check_qkv(q, k, v)

@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .._checks import check_positive_int, check_real, check_tensor
+from .._checks import check_flags, check_positive_int, check_real, check_tensor
 
 __all__ = [
     "recurrent_scan",
@@ -121,6 +121,7 @@ def recurrent_scan(
     ``delta=False`` is (gated) linear attention, ``delta=True`` the (gated) delta rule. Pass the
     returned state back in to continue a sequence (decoding): the state is all the layer keeps.
     """
+    check_flags(delta=delta)
     q, k, v, beta, decay, S, out_dtype = _prepare(q, k, v, beta, log_decay, state, scale)
     T = q.shape[2]
     out = q.new_empty(*q.shape[:3], v.shape[-1])
@@ -153,6 +154,7 @@ def chunked_scan(
     Equal to :func:`recurrent_scan` up to rounding, for any ``chunk_size`` (the sequence is
     padded with tokens that neither write nor forget).
     """
+    check_flags(delta=delta)
     check_positive_int(chunk_size, "chunk_size")
     q, k, v, beta, decay, S, out_dtype = _prepare(q, k, v, beta, log_decay, state, scale)
     B, H, T, Dk = k.shape

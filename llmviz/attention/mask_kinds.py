@@ -24,7 +24,7 @@ from typing import Sequence
 
 import torch
 
-from .._checks import check_positive_int
+from .._checks import check_flags, check_positive_int
 from .._registry import Registry
 from .masks import padding_mask, query_positions
 
@@ -129,6 +129,7 @@ class SlidingWindow(Mask):
     causal: bool = True
 
     def __post_init__(self):
+        check_flags(causal=self.causal)
         check_positive_int(self.window, "window")
 
     def rule(self, q, k):
@@ -201,6 +202,7 @@ class GlobalTokens(Mask):
     causal: bool = True
 
     def __init__(self, positions: int | Sequence[int], causal: bool = True):
+        check_flags(causal=causal)
         if isinstance(positions, int) and not isinstance(positions, bool):
             check_positive_int(positions, "positions", allow_zero=True)
             positions = tuple(range(positions))

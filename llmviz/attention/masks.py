@@ -32,7 +32,7 @@ from typing import Sequence
 
 import torch
 
-from .._checks import check_positive_int
+from .._checks import check_flags, check_positive_int
 
 __all__ = [
     "query_positions",
@@ -162,6 +162,7 @@ def sliding_window_mask(
     Returns:
         ``(T, S)`` bool, True = may attend.
     """
+    check_flags(causal=causal)
     check_positive_int(window, "window")
     d = _offsets(T, S, device)  # (T, S)
     if causal:
@@ -183,6 +184,7 @@ def dilated_mask(
     Query at position ``q`` sees keys ``q, q - dilation, ..., q - (window - 1) * dilation``
     (and the mirror images when ``causal=False``). ``dilation=1`` is :func:`sliding_window_mask`.
     """
+    check_flags(causal=causal)
     check_positive_int(window, "window")
     check_positive_int(dilation, "dilation")
     d = _offsets(T, S, device)  # (T, S)
@@ -199,6 +201,7 @@ def strided_mask(
     ``stride`` positions back (strided part). Stacking layers lets information reach any
     earlier position in two hops.
     """
+    check_flags(causal=causal)
     check_positive_int(stride, "stride")
     d = _offsets(T, S, device)  # (T, S)
     hit = (d.abs() < stride) | (d.abs() % stride == 0)

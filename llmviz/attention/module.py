@@ -22,7 +22,9 @@ from torch import nn
 
 from .._checks import (
     check_choice,
+    check_flags,
     check_hidden,
+    check_int_in,
     check_positive,
     check_positive_int,
     check_real,
@@ -120,6 +122,8 @@ class MultiHeadAttention(nn.Module):
         output_gate: bool = False,
         layer_mask: Mask | None = None,
     ) -> None:
+        check_flags(bias=bias, alibi=alibi, causal=causal, sinks=sinks, output_gate=output_gate)
+        check_positive(qk_norm_eps, "qk_norm_eps")
         super().__init__()
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         for name, value in (("d_model", d_model), ("n_heads", n_heads), ("n_kv_heads", n_kv_heads)):
@@ -223,6 +227,8 @@ class MultiHeadAttention(nn.Module):
         layer_idx: int = 0,
         return_weights: bool = False,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        check_flags(return_weights=return_weights)
+        check_int_in(layer_idx, "layer_idx", 0)
         check_hidden(x, self.d_model, self.q_proj.weight, "MultiHeadAttention", ndim=3)
         B, T, C = x.shape
         H, G, D = self.n_heads, self.n_kv_heads, self.head_dim

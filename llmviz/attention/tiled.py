@@ -18,7 +18,7 @@ import math
 
 import torch
 
-from .._checks import check_positive_int, check_tensor
+from .._checks import check_flags, check_positive_int, check_tensor
 from ._checks import check_qkv
 from .functional import repeat_kv
 from .masks import query_positions
@@ -86,6 +86,7 @@ def tile_map(
         partial mask (crosses the diagonal), 2 = computed in full. :func:`tiled_attention`
         follows this map, so its nonzero entries are the ``"tiles"`` it reports.
     """
+    check_flags(causal=causal)
     check_positive_int(block_q, "block_q")
     check_positive_int(block_k, "block_k")
     check_positive_int(T, "T", allow_zero=True)
@@ -134,6 +135,7 @@ def tiled_attention(
         ``(B, H, T, D)`` output equal to :func:`llmviz.attention.scaled_dot_product_attention`
         (fully masked rows, possible only when ``S < T`` is excluded, do not arise).
     """
+    check_flags(causal=causal, return_stats=return_stats)
     H, G = check_qkv(q, k, v)
     check_positive_int(block_q, "block_q")
     check_positive_int(block_k, "block_k")

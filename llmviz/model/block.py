@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from .._checks import check_choice
+from .._checks import check_choice, check_flags, check_int_in, check_positive, check_positive_int
 from ..attention.deltanet import GatedDeltaNet
 from ..attention.module import MultiHeadAttention
 from ..ffn import FFN_KINDS, make_ffn
@@ -141,6 +141,9 @@ class TransformerBlock(nn.Module):
         mla: dict | None = None,
         modules: BlockModules | None = None,
     ) -> None:
+        check_flags(parallel=parallel, bias=bias, alibi=alibi, sinks=sinks, output_gate=output_gate)
+        check_positive(deepnorm_alpha, "deepnorm_alpha")
+        check_positive_int(linear_conv_kernel, "linear_conv_kernel")
         super().__init__()
         if modules is not None:  # the builder's path: modules made from a config
             self._assemble(modules, placement, parallel, dropout, deepnorm_alpha)
@@ -272,6 +275,8 @@ class TransformerBlock(nn.Module):
         ``positions``, ``cache`` and ``layer_idx`` are passed to
         :class:`llmviz.attention.MultiHeadAttention`.
         """
+        check_flags(return_weights=return_weights)
+        check_int_in(layer_idx, "layer_idx", 0)
         kw = {"mask": mask, "score_bias": score_bias, "positions": positions, "cache": cache,
               "layer_idx": layer_idx}
         p = self.placement

@@ -15,7 +15,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .._checks import check_choice, check_positive_int, check_tensor
+from .._checks import check_choice, check_flags, check_positive_int, check_tensor
 from ..attention.kv_cache import KVCache
 from .sampling import sample
 
@@ -99,6 +99,7 @@ def generate(
         context: ``"extend"``, ``"error"`` or ``"window"``: what happens past
             ``max_seq_len`` (above). ``"error"`` and ``"window"`` need ``model.config.max_seq_len``.
     """
+    check_flags(use_cache=use_cache)
     check_tensor(input_ids, "input_ids", ndim=2)
     if input_ids.is_floating_point() or input_ids.is_complex() or input_ids.dtype == torch.bool:
         raise TypeError(

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._checks import check_positive, check_tensor
+from .._checks import check_flags, check_positive, check_tensor
 from ..attention.kv_cache import KVCache
 from ..attention.masks import padding_mask
 from ..position.registry import POSITION_SCHEMES
@@ -181,6 +181,7 @@ class DecoderLM(nn.Module):
             return_weights: also return every layer's attention weights ``(B, H, T, S)``.
             labels: ``(B, T)`` targets, shifted inside; ``-100`` = ignore.
         """
+        check_flags(return_weights=return_weights)
         c = self.config
         check_tensor(input_ids, "input_ids", ndim=2)
         if input_ids.is_floating_point() or input_ids.is_complex() or input_ids.dtype == torch.bool:

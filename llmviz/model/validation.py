@@ -7,9 +7,10 @@ kinds come from the registries that build them, so a new kind needs no edit here
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from .._checks import check_choice, check_positive, check_positive_int, check_real
+from .._checks import check_choice, check_flags, check_positive, check_positive_int, check_real
 from ..attention.mask_kinds import MASK_KINDS
 from ..attention.module import QK_NORM_SCOPES, QK_NORMS
 from ..ffn import FFN_ACTIVATIONS, FFN_KINDS, glu_hidden_size
@@ -42,6 +43,7 @@ def validate(c: Any) -> None:
     """Check every field of a :class:`~llmviz.model.config.ModelConfig` and resolve the ``None``
     defaults (called by its ``__post_init__``); raises ValueError/TypeError naming the field."""
     check_config(c, "validate")
+    check_flags(**{f.name: getattr(c, f.name) for f in dataclasses.fields(c) if f.type == "bool"})
     for name in ("vocab_size", "d_model", "n_layers", "n_heads", "max_seq_len"):
         check_positive_int(getattr(c, name), name)
     if c.n_kv_heads is None:
@@ -176,6 +178,12 @@ def check_moe(c: Any) -> None:
     check_choice(c.expert_glu, "expert_glu", EXPERT_GLUS)
     check_positive(c.router_aux_loss_coef, "router_aux_loss_coef", allow_zero=True)
     check_positive(c.router_z_loss_coef, "router_z_loss_coef", allow_zero=True)
+    check_positive_int(c.experts_top_k, "experts_top_k")  # checked even with no experts
+    check_positive_int(c.n_shared_experts, "n_shared_experts", allow_zero=True)
+    check_real(c.moe_scaling, "moe_scaling")
+    check_positive(c.moe_bias_rate, "moe_bias_rate")
+    check_positive(c.expert_glu_alpha, "expert_glu_alpha")
+    check_positive(c.expert_glu_limit, "expert_glu_limit")
     if c.n_experts is None:
         if c.moe_layers is not None:
             raise ValueError(f"moe_layers ({c.moe_layers!r}) needs n_experts: set how many "

@@ -28,7 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._checks import check_choice, check_dtype_matches, check_positive, check_positive_int, check_tensor
+from .._checks import (check_choice, check_dtype_matches, check_flags, check_positive,
+                       check_positive_int, check_tensor)
 from ..ffn import GatedMLP, activation
 from .dispatch import DispatchPlan, combine, expert_capacity, plan_dispatch
 from .router import Router, Routing
@@ -96,6 +97,7 @@ class Experts(nn.Module):
 
     def __init__(self, n_experts: int, d_model: int, d_expert: int, *, activation_name: str = "silu",
                  bias: bool = False, glu: str = "standard", alpha: float = 1.702, limit: float = 7.0) -> None:
+        check_flags(bias=bias)
         super().__init__()
         for name, v in (("n_experts", n_experts), ("d_model", d_model), ("d_expert", d_expert)):
             check_positive_int(v, name)
@@ -227,6 +229,8 @@ class MoELayer(nn.Module):
         capacity_factor: float | None = None, shared_gate: bool = False, router_bias: bool = False,
         expert_bias: bool = False, glu: str = "standard", glu_alpha: float = 1.702, glu_limit: float = 7.0,
     ) -> None:
+        check_flags(normalize=normalize, bias_balancing=bias_balancing, shared_gate=shared_gate,
+                    router_bias=router_bias, expert_bias=expert_bias)
         super().__init__()
         check_positive_int(n_shared, "n_shared", allow_zero=True)
         if capacity_factor is not None:
@@ -252,6 +256,7 @@ class MoELayer(nn.Module):
     def forward(
         self, x: torch.Tensor, *, return_info: bool = False
     ) -> torch.Tensor | tuple[torch.Tensor, MoEInfo]:
+        check_flags(return_info=return_info)
         check_tensor(x, "x", min_ndim=1, floating=True)
         if x.shape[-1] != self.d_model:
             raise ValueError(f"x has width {x.shape[-1]} but the layer was built for d_model={self.d_model}")

@@ -35,8 +35,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._checks import (check_choice, check_dtype_matches, check_positive, check_positive_int,
-                       check_real, check_tensor)
+from .._checks import (check_choice, check_dtype_matches, check_flags, check_positive,
+                       check_positive_int, check_real, check_tensor)
 
 __all__ = ["SCORE_KINDS", "Routing", "route", "Router", "balance_bias_update", "check_top_k", "check_groups"]
 
@@ -158,6 +158,7 @@ def route(
     Returns:
         A :class:`Routing`; ``weights`` are cast back to ``logits.dtype``.
     """
+    check_flags(normalize=normalize)
     check_tensor(logits, "logits", ndim=2, floating=True)
     check_choice(score, "score", SCORE_KINDS)
     N, E = logits.shape
@@ -239,6 +240,7 @@ class Router(nn.Module):
         topk_groups: int | None = None, bias_balancing: bool = False, bias_rate: float = 1e-3,
         logit_bias: bool = False,
     ) -> None:
+        check_flags(normalize=normalize, bias_balancing=bias_balancing, logit_bias=logit_bias)
         super().__init__()
         check_positive_int(d_model, "d_model")
         check_positive_int(n_experts, "n_experts")

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .._checks import check_dtype_matches, check_positive_int, check_tensor
+from .._checks import check_dtype_matches, check_flags, check_positive_int, check_tensor
 from ._common import affine, check_eps, check_last_dim, check_param, upcast
 
 __all__ = ["layer_norm", "rms_norm", "LayerNorm", "RMSNorm"]
@@ -69,6 +69,7 @@ def rms_norm(
     Returns:
         ``(..., C)``, same dtype as ``x``.
     """
+    check_flags(unit_offset=unit_offset)
     check_tensor(x, "x", min_ndim=1, floating=True)
     check_eps(eps)
     check_param(weight, x.shape[-1], "weight")
@@ -93,6 +94,7 @@ class LayerNorm(nn.Module):
     """
 
     def __init__(self, d: int, *, eps: float = 1e-5, bias: bool = True, fused: bool = True) -> None:
+        check_flags(bias=bias, fused=fused)
         super().__init__()
         check_positive_int(d, "d")
         check_eps(eps)
@@ -130,6 +132,7 @@ class RMSNorm(nn.Module):
     def __init__(
         self, d: int, *, eps: float = 1e-6, unit_offset: bool = False, fused: bool = True
     ) -> None:
+        check_flags(unit_offset=unit_offset, fused=fused)
         super().__init__()
         check_positive_int(d, "d")
         check_eps(eps)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .._checks import check_positive_int, check_real, check_tensor
+from .._checks import check_flags, check_positive_int, check_real, check_tensor
 from ._common import (
     affine,
     check_eps,
@@ -189,6 +189,7 @@ class BatchNormSeq(nn.Module):
     """
 
     def __init__(self, d: int, *, eps: float = 1e-5, momentum: float = 0.1, affine: bool = True) -> None:
+        check_flags(affine=affine)
         super().__init__()
         check_positive_int(d, "d")
         check_eps(eps)
@@ -225,6 +226,7 @@ class GroupNormSeq(nn.Module):
     """
 
     def __init__(self, d: int, n_groups: int, *, eps: float = 1e-5, affine: bool = True) -> None:
+        check_flags(affine=affine)
         super().__init__()
         check_positive_int(d, "d")
         check_eps(eps)
@@ -251,4 +253,5 @@ class InstanceNormSeq(GroupNormSeq):
     """InstanceNorm over T for each sequence and channel (GroupNorm with ``G = C``)."""
 
     def __init__(self, d: int, *, eps: float = 1e-5, affine: bool = True) -> None:
+        check_flags(affine=affine)
         super().__init__(d, d, eps=eps, affine=affine)

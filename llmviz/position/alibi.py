@@ -24,7 +24,7 @@ from typing import Sequence
 
 import torch
 
-from .._checks import check_positive_int
+from .._checks import check_flags, check_positive_int
 from .relative import relative_positions
 
 __all__ = ["alibi_slopes", "alibi_bias"]
@@ -73,6 +73,7 @@ def alibi_bias(
     Returns:
         (H, T, S) float bias to add to the scores before the softmax.
     """
+    check_flags(causal=causal)
     if not isinstance(slopes, (torch.Tensor, list, tuple)) and not hasattr(slopes, "__array__"):
         raise TypeError(
             f"slopes must be a (H,) tensor or a list of floats, got {type(slopes).__name__}; "

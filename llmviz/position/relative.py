@@ -22,7 +22,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from .._checks import check_positive_int, check_tensor
+from .._checks import check_flags, check_positive_int, check_tensor
 from ..attention._blocked import blocked_rows, dead_keys
 from ..attention._checks import check_mask
 from ..attention.masks import query_positions
@@ -70,6 +70,7 @@ class ShawRelativePosition(nn.Module):
     """
 
     def __init__(self, head_dim: int, *, max_distance: int, values: bool = True) -> None:
+        check_flags(values=values)
         super().__init__()
         check_positive_int(head_dim, "head_dim")
         check_positive_int(max_distance, "max_distance")
@@ -107,6 +108,7 @@ class ShawRelativePosition(nn.Module):
         and a zero output (the relative value term included), and keys no query may attend to
         never contribute, as in :func:`llmviz.attention.scaled_dot_product_attention`.
         """
+        check_flags(return_weights=return_weights)
         for t, name in ((q, "q"), (k, "k"), (v, "v")):
             check_tensor(t, name, ndim=4, floating=True)
             if t.shape[-1] != self.head_dim:
@@ -211,6 +213,7 @@ def t5_relative_bucket(
     grow logarithmically up to ``max_distance``, and every larger offset lands in the last one.
     Unidirectional (decoder): future offsets all map to bucket 0.
     """
+    check_flags(bidirectional=bidirectional)
     check_tensor(relative_position, "relative_position")
     if relative_position.is_floating_point() or relative_position.dtype == torch.bool:
         raise TypeError(
@@ -261,6 +264,7 @@ class T5RelativeBias(nn.Module):
         max_distance: int = 128,
         bidirectional: bool = True,
     ) -> None:
+        check_flags(bidirectional=bidirectional)
         super().__init__()
         check_positive_int(n_heads, "n_heads")
         # validate the bucket settings once, on a dummy offset

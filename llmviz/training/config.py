@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .._checks import check_choice, check_positive, check_positive_int
+from .._checks import check_choice, check_positive, check_positive_int, check_real
 
 __all__ = ["TrainConfig", "lr_at"]
 
@@ -43,6 +43,14 @@ class TrainConfig:
         check_positive_int(self.steps, "steps")
         check_positive_int(self.seed, "seed", allow_zero=True)
         check_positive(self.lr, "lr")
+        if not (isinstance(self.betas, (tuple, list)) and len(self.betas) == 2):
+            raise TypeError(f"betas must be AdamW's two moment coefficients, e.g. (0.9, 0.95), "
+                            f"got {type(self.betas).__name__} {self.betas!r}")
+        check_real(self.betas[0], "betas[0]")
+        check_real(self.betas[1], "betas[1]")
+        if not (0.0 <= self.betas[0] < 1.0 and 0.0 <= self.betas[1] < 1.0):
+            raise ValueError(f"betas must both lie in [0, 1) (AdamW's moment decay), got "
+                             f"{tuple(self.betas)}; e.g. (0.9, 0.95)")
         check_positive_int(self.warmup, "warmup", allow_zero=True)
         if self.min_lr is None:
             object.__setattr__(self, "min_lr", self.lr / 10)

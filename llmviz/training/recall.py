@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .._checks import check_positive_int
+from .._checks import check_flags, check_positive_int
 from ..attention.deltanet import GatedDeltaNet
 from ..attention.linear import l2_normalize, linear_attention
 from .data import Task
@@ -62,6 +62,7 @@ def multi_query_recall(
         A :class:`Task` of length ``T = 2 * (n_pairs + n_queries) - 1``, vocabulary size
         ``n_keys + n_values``; the mask marks the ``n_queries`` value targets.
     """
+    check_flags(replace=replace)
     check_positive_int(batch_size, "batch_size")
     check_positive_int(n_pairs, "n_pairs")
     check_positive_int(n_keys, "n_keys")

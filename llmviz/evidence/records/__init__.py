@@ -13,7 +13,8 @@ Guarantees (``tests/evidence/test_records.py``):
 
 * **stale**: :attr:`Record.stale` names what changed since the record was made: its parameters,
   its variants or seeds, or the source of a function it executed (the experiment's function and
-  every llmviz function it called; comments, docstrings and formatting do not count). The label
+  every llmviz function it called; comments, docstrings, formatting and checks that only refuse
+  input do not count: see :mod:`llmviz.evidence.records._normalise`). The label
   of a stale record says so, and ``check`` fails naming the command that refreshes it.
 * **reproducible**: ``python -m llmviz.evidence.records run NAME --size SIZE`` re-creates a
   record; :meth:`Record.reproduce` re-runs the first ``prefix`` training steps of one (variant,
@@ -31,6 +32,7 @@ chapter); :func:`experiments` imports them all. The command line::
     python -m llmviz.evidence.records list
     python -m llmviz.evidence.records check [NAME ...]
     python -m llmviz.evidence.records run NAME [--size long|full]
+    python -m llmviz.evidence.records refingerprint [NAME ...] [--at REVISION]
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``python -m llmviz.evidence.records list | check | run NAME [--size long|full]``.
+"""``python -m llmviz.evidence.records list | check | run NAME [--size long|full] | refingerprint``.
 
 * ``list``: every experiment, its sizes, and the state of each record (fresh, stale, missing).
 * ``check [NAME ...]``: every existing record must be fresh (see ``Record.stale``) and its
@@ -7,6 +7,10 @@
   size an experiment defines but has no record of is listed, not failed: a chapter that reads
   it fails its own build with the same command.
 * ``run NAME [--size long|full] [--processes N]``: run the experiment and write its record.
+* ``refingerprint [NAME ...] [--at REVISION]``: move every record that is fresh under the
+  fingerprint rule it was made with to the current rule (only its ``code`` changes; see
+  :mod:`llmviz.evidence.records._migrate`); exits 1 naming each record it refused (stale under
+  its own rule), 0 otherwise.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import argparse
 import sys
 
 from . import SIZES, Experiment, experiments, records_dir
+from ._migrate import refingerprint
 
 __all__ = ["main"]
 
@@ -89,6 +94,25 @@ def _check(selected: dict[str, Experiment], reproduce: bool) -> int:
     return 1 if failures else 0
 
 
+def _refingerprint(selected: dict[str, Experiment], at: str | None) -> int:
+    refused, done = [], 0
+    for name, exp in selected.items():
+        for size in (s for s in SIZES if s != "cpu" and s in exp.sizes):
+            if not exp.path(size).exists():
+                continue
+            try:
+                what = refingerprint(exp.record(size), at)
+            except (ValueError, TypeError, OSError) as err:
+                refused.append(f"REFUSED {name}.{size}: {err}")
+                continue
+            done += 1
+            print(f"ok {name}.{size}: {what}")
+    for line in refused:
+        print(line)
+    print(f"{done + len(refused)} records, {len(refused)} refused")
+    return 1 if refused else 0
+
+
 def _run(exp: Experiment, size: str, processes: int | None) -> int:
     print(f"running {exp.name} at size {size}: {len(exp.variants)} variants x "
           f"{len(exp.seeds)} seeds, params {exp.params(size)}", flush=True)
@@ -107,6 +131,11 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("names", nargs="*", help="experiments to check (default: all)")
     check.add_argument("--no-reproduce", action="store_true",
                        help="only check freshness; do not re-run the prefixes")
+    refp = sub.add_parser("refingerprint",
+                          help="move fresh records to the current fingerprint rule")
+    refp.add_argument("names", nargs="*", help="experiments (default: all)")
+    refp.add_argument("--at", default=None, metavar="REVISION",
+                      help="read the code at this git revision (the record's commit)")
     run = sub.add_parser("run", help="run an experiment and write its record")
     run.add_argument("name")
     run.add_argument("--size", choices=[s for s in SIZES if s != "cpu"], default="long")
@@ -120,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         return _list(selected)
     if args.command == "check":
         return _check(selected, reproduce=not args.no_reproduce)
+    if args.command == "refingerprint":
+        return _refingerprint(selected, args.at)
     exp = selected[args.name]
     if args.size not in exp.sizes:
         print(f"{exp.name} has no size {args.size!r}; it defines {list(exp.sizes)}",

@@ -16,6 +16,12 @@ its live size leaves its long record fresh.
 * :func:`fingerprint` hashes what was collected; :func:`changes` re-hashes the stored names from
   the files on disk and lists what differs. A changed call graph always shows: to call a new
   function, some executed function's source must change.
+* The source is normalised before hashing by a versioned rule (:mod:`._normalise`): version 2,
+  the current one, also leaves out *refusals*: ``if ...: raise ValueError(...)``, ``assert``,
+  calls of the shared ``check_...`` functions, which a completed run never acted on (why that
+  is safe, and exactly what counts, is in that module). A record stores its rule's version (none: version
+  1) and is always compared by that rule; ``python -m llmviz.evidence.records refingerprint``
+  moves a record that is fresh under its own rule to the current one (:mod:`._migrate`).
 
 Not seen: behaviour that changes without any source change in those files (a data file, a
 package upgrade; the record stores torch's and Python's versions for that).
@@ -31,13 +37,17 @@ import json
 import os
 import sys
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["CodeTracer", "fingerprint", "changes", "module_of"]
+from ._normalise import VERSION, normalise
+
+__all__ = ["CodeTracer", "fingerprint", "changes", "stored_functions", "module_of", "VERSION"]
 
 _OWN_FILE = str(Path(__file__).resolve())  # the tracer's own exit is not the run's code
-#: Parsed files, by path: the (mtime, size) they were read at, the tree, the hashes taken.
-_TREES: dict[str, tuple[tuple[int, int], ast.Module, dict[str, str | None]]] = {}
+#: Normalised files, by (path, rule version): the (mtime, size) they were read at, the tree,
+#: the hashes taken.
+_TREES: dict[tuple[str, int], tuple[tuple[int, int], ast.Module, dict[str, str | None]]] = {}
 #: Module name -> its source file.
 _PATHS: dict[str, Path | None] = {}
 
@@ -118,9 +128,9 @@ def module_of(module: str) -> Path | None:
     return _PATHS[module]
 
 
-def _source(path: Path | None) -> tuple[ast.Module, dict[str, str | None]] | None:
-    """The file's syntax tree and a memo of the hashes taken from it, re-read when the file
-    changes; None when it is gone."""
+def _source(path: Path | None, version: int) -> tuple[ast.Module, dict[str, str | None]] | None:
+    """The file's syntax tree, normalised by rule ``version``, and a memo of the hashes taken
+    from it, re-read when the file changes; None when it is gone."""
     if path is None:
         return None
     try:
@@ -128,20 +138,38 @@ def _source(path: Path | None) -> tuple[ast.Module, dict[str, str | None]] | Non
     except OSError:
         return None
     key = (stat.st_mtime_ns, stat.st_size)
-    cached = _TREES.get(str(path))
+    cached = _TREES.get((str(path), version))
     if cached is None or cached[0] != key:
-        tree = _strip_docstrings(ast.parse(path.read_text(), filename=str(path)))
+        tree = normalise(ast.parse(path.read_text(), filename=str(path)), version)
         cached = (key, tree, {})
-        _TREES[str(path)] = cached
+        _TREES[(str(path), version)] = cached
     return cached[1], cached[2]
 
 
-def _hash(path: Path | None, qualname: str | None) -> str | None:
-    """The hash of function ``qualname`` in ``path`` (None: of the module's other code)."""
-    source = _source(path)
+#: Source texts given as text (a git revision's), normalised: by (text's sha256, version).
+_TEXTS: dict[tuple[str, int], tuple[ast.Module, dict[str, str | None]]] = {}
+#: ``module name -> its source text`` (None: it does not exist there), to hash instead of the
+#: files on disk.
+Source = Callable[[str], "str | None"]
+
+
+def _hash(module: str, qualname: str | None, version: int = VERSION,
+          source: Source | None = None) -> str | None:
+    """The hash of function ``qualname`` in ``module`` (None: of the module's other code), by
+    the normalisation rule ``version``, from its file (or from ``source``)."""
     if source is None:
+        found = _source(module_of(module), version)
+    else:
+        text = source(module)
+        if text is None:
+            return None
+        key = (hashlib.sha256(text.encode()).hexdigest(), version)
+        if key not in _TEXTS:
+            _TEXTS[key] = (normalise(ast.parse(text), version), {})
+        found = _TEXTS[key]
+    if found is None:
         return None
-    tree, memo = source
+    tree, memo = found
     slot = qualname or ""
     if slot not in memo:
         memo[slot] = _function_hash(tree, qualname) if qualname else _digest(_skeleton(tree))
@@ -163,18 +191,6 @@ def _defs_named(node: ast.AST, name: str) -> list[ast.AST]:
             continue
         queue.extend(ast.iter_child_nodes(child))
     return found
-
-
-def _strip_docstrings(tree: ast.AST) -> ast.AST:
-    """Remove every docstring from ``tree``, in place (the cached trees exist only to be
-    hashed)."""
-    for n in ast.walk(tree):
-        body = getattr(n, "body", None)
-        if isinstance(n, (*_DEFS, ast.Module)) and body and isinstance(body[0], ast.Expr) and (
-            isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)
-        ):
-            n.body = body[1:] or [ast.Pass()]
-    return tree
 
 
 def _digest(nodes: list[ast.AST]) -> str:
@@ -267,35 +283,49 @@ def _size_names(tree: ast.AST) -> frozenset[str]:
     return frozenset(seen)
 
 
-def fingerprint(functions: dict[str, list[str]]) -> dict[str, dict[str, str]]:
-    """``{"functions": {"module:qualname": hash}, "modules": {module: hash}}`` for the names in
-    ``functions`` (``{module: [qualname, ...]}``), hashed from their files now."""
-    out: dict[str, dict[str, str]] = {"functions": {}, "modules": {}}
+def fingerprint(functions: dict[str, list[str]], version: int = VERSION,
+                source: Source | None = None) -> dict[str, Any]:
+    """``{"functions": {"module:qualname": hash}, "modules": {module: hash}, "version": n}`` for
+    the names in ``functions`` (``{module: [qualname, ...]}``), hashed by the normalisation
+    rule ``version`` (default: the current one) from their files now, or from ``source``."""
+    out: dict[str, Any] = {"functions": {}, "modules": {}}
     for module, names in sorted(functions.items()):
-        path = module_of(module)
-        digest = _hash(path, None)
+        digest = _hash(module, None, version, source)
         if digest is None:
             continue
         out["modules"][module] = digest
         for name in names:
-            digest = _hash(path, name)
+            digest = _hash(module, name, version, source)
             if digest is not None:
                 out["functions"][f"{module}:{name}"] = digest
+    out["version"] = version
     return out
 
 
-def changes(stored: dict[str, dict[str, str]]) -> list[str]:
-    """What changed since ``stored`` (a :func:`fingerprint`) was taken: one phrase per change."""
+def stored_functions(stored: dict[str, Any]) -> dict[str, list[str]]:
+    """The ``{module: [qualname, ...]}`` a stored fingerprint was taken of."""
+    out: dict[str, list[str]] = {m: [] for m in stored.get("modules", {})}
+    for key in stored.get("functions", {}):
+        module, name = key.split(":", 1)
+        out.setdefault(module, []).append(name)
+    return out
+
+
+def changes(stored: dict[str, Any], source: Source | None = None) -> list[str]:
+    """What changed since ``stored`` (a :func:`fingerprint`) was taken: one phrase per change,
+    re-hashed by the rule ``stored`` was taken with (no ``"version"``: version 1), from the
+    files now or from ``source``."""
+    version = stored.get("version", 1)
     out = []
     for module, digest in sorted(stored.get("modules", {}).items()):
-        now = _hash(module_of(module), None)
+        now = _hash(module, None, version, source)
         if now is None:
             out.append(f"module {module} no longer exists")
         elif now != digest:
             out.append(f"module-level code of {module} changed")
     for key, digest in sorted(stored.get("functions", {}).items()):
         module, name = key.split(":", 1)
-        now = _hash(module_of(module), name)
+        now = _hash(module, name, version, source)
         if now is None:
             out.append(f"{key} no longer exists")
         elif now != digest:

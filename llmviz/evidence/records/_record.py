@@ -59,6 +59,11 @@ class Record:
     @property
     def stale(self) -> str | None:
         """Why the record no longer matches its experiment, or None when it does."""
+        return self.why_stale()
+
+    def why_stale(self, source: Any = None) -> str | None:
+        """:attr:`stale`, with the code read from ``source`` (``module -> text``, e.g. a git
+        revision's) instead of the files on disk."""
         exp, reasons = self.experiment, []
         if self.size not in exp.sizes:
             return f"the experiment no longer has a {self.size!r} size"
@@ -72,7 +77,7 @@ class Record:
         for what in ("variants", "seeds"):
             if getattr(exp, what) != self.data[what]:
                 reasons.append(f"{what} changed: {self.data[what]} -> {getattr(exp, what)}")
-        code = changes(self.data["code"])
+        code = changes(self.data["code"], source)
         if code:
             reasons.append("code changed: " + "; ".join(code))
         return "; ".join(reasons) or None
