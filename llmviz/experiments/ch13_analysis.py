@@ -54,7 +54,7 @@ def rate_control(runs: Any, variants: Any, pick: dict, depths: Any) -> Check:
         worst = max(grid[f"L{L}"], key=lambda lr: mean_loss(runs, _name(L, lr)))
         gap = paired(runs.values(_name(L, worst), "val_loss"), runs.values(pick[L], "val_loss"))
         ok = ok and decide(gap, threshold=0.0, direction=">") == "holds"
-        parts.append(f"L={L}: rate {worst:g} vs its chosen one, +{gap.format('.3f')}")
+        parts.append(f"L={L}: rate {worst:g} minus its chosen one {gap.format('.3f')}")
     return positive_control("the paired comparison resolves a known gap (each shape at its worst "
                             "rate of the grid against its chosen rate)", ok, "; ".join(parts))
 
