@@ -3,7 +3,9 @@
 :data:`SHAPES` (``ch13_shapes``) trains shapes of matched *total* parameters (:func:`shapes`)
 at four depths, three learning rates per shape and three seeds. :func:`flops_shapes` gives the
 shapes of matched *training FLOPs per token* (:func:`llmviz.analysis.flops_per_token` at the
-training window) for comparison; :func:`flops_run` trains one.
+training window) for comparison; :data:`FLOPS` (``ch13_flops``) trains the deepest and the widest
+of them (the 4-layer shape is the same under both matchings) at the same rates, seeds and batches,
+and :func:`flops_run` runs one job of it.
 
 Every shape is the chapter's ``llama2`` family (:func:`shape`) with heads of exactly 16
 dimensions, the feed-forward at the SwiGLU 2/3 rule and weights initialised with standard
@@ -23,7 +25,7 @@ from ..evidence import Experiment
 from ..model.presets import llama2
 from ._curves import train_curve
 
-__all__ = ["SHAPES", "DEPTHS", "LRS", "TARGET", "HEAD_DIM", "SIZES", "variant",
+__all__ = ["SHAPES", "FLOPS", "DEPTHS", "LRS", "TARGET", "HEAD_DIM", "SIZES", "variant",
            "parse_variant", "shape", "shapes", "flops_shapes", "flops_target", "shape_run", "flops_run"]
 
 DEPTHS = (1, 2, 4, 8)
@@ -129,3 +131,8 @@ _VARIANTS = [variant(L, lr) for L in DEPTHS for lr in LRS]
 SHAPES = Experiment("ch13_shapes", shape_run, variants=_VARIANTS, seeds=[0, 1, 2], sizes=SIZES,
                     prefix=100, description="chapter 13: depth vs width at matched total parameters, "
                                             "3 learning rates per shape")
+FLOPS = Experiment("ch13_flops", flops_run,
+                   variants=[variant(L, lr) for L in (DEPTHS[0], DEPTHS[-1]) for lr in LRS],
+                   seeds=[0, 1, 2], sizes=SIZES, prefix=100,
+                   description="chapter 13: the deepest and the widest shape at matched training FLOPs "
+                               "per token, 3 learning rates each")

@@ -67,6 +67,18 @@ def test_ch13_variant_names_round_trip_and_bad_names_are_refused():
         ch13.shape_run("L3@0.01", 0, **TINY)
 
 
+def test_ch13_flops_runs_train_the_matched_flops_shapes_of_the_extreme_depths():
+    assert {ch13.parse_variant(v)[0] for v in ch13.FLOPS.variants} == {ch13.DEPTHS[0], ch13.DEPTHS[-1]}
+    assert {ch13.parse_variant(v)[1] for v in ch13.FLOPS.variants} == set(ch13.LRS)
+    out = ch13.flops_run(ch13.variant(ch13.DEPTHS[-1], 0.01), 0, **TINY)
+    deep = ch13.flops_shapes()[ch13.DEPTHS[-1]]
+    assert out["flops_per_token"] == pytest.approx(ch13.flops_target(), rel=0.005)
+    assert out["params"] == count_parameters(deep)["total"]
+    assert deep != ch13.shapes()[ch13.DEPTHS[-1]]  # a different shape from the matched-params one
+    with pytest.raises(ValueError, match="depth 3"):
+        ch13.flops_run("L3@0.01", 0, **TINY)
+
+
 def test_prefix_reproduces_the_start_of_the_curve():
     full = ch12.ffn_run("ReGLU, 1/sqrt(C)@0.01", 1, **TINY)
     assert len(full["curve"]) == TINY["steps"] // TINY["curve_every"] + 1
