@@ -25,13 +25,17 @@ import torch
 from ..evidence import Experiment
 
 __all__ = ["VARIANTS", "MOE_VARIANTS", "SEEDS", "SIZES", "MOE", "variants", "moe_run", "router_grad_norm",
-           "data", "bigram_loss", "eval_windows"]
+           "data", "bigram_loss", "eval_windows", "FACTORS", "SENTENCE"]
 
 VARIANTS = ("dense", "dense 4x FFN", "MoE, no balancing", "MoE + balancing loss",
             "MoE + bias balancing")
 MOE_VARIANTS = VARIANTS[2:]
 SEEDS = (0, 1, 2)
 N_EXPERTS = 4
+#: Capacity factors the held-out routing of every MoE run is replayed against (dropped share).
+FACTORS = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
+#: The sentence whose layer-0 routing every MoE run records (drawn in the chapter).
+SENTENCE = "The for statement is used to iterate over the elements of a sequence."
 SIZES = {
     "cpu": dict(d_model=64, d_ff=128, n_layers=2, steps=180, lr=3e-3, warmup=20, batch=16,
                 seq_len=64, eval_every=30, val_windows=128, aux_coef=0.01, bias_rate=1e-2),
@@ -105,11 +109,15 @@ def moe_run(variant: str, seed: int, *, prefix: int | None = None, save_to: str 
             **params) -> dict:
     """Train ``variant`` on ``seed``; return ``{"loss", "curve", "params"}`` and, for an MoE,
     ``"imbalance"`` (busiest / mean load, mean over layers), ``"load"`` (``{"layer0": [share of
-    each expert], ...}`` on the held-out windows) and ``"course"`` (``{"e0": [layer 0's share
-    at step 0, eval_every, ...], ...}``). ``save_to``: a file to save the trained weights in."""
+    each expert], ...}`` on the held-out windows), ``"course"`` (``{"e0": [layer 0's share
+    at step 0, eval_every, ...], ...}``), ``"dropped"`` (layer 0's held-out assignments dropped
+    at each capacity factor of :data:`FACTORS`) and ``"text"`` (``{"e0": [layer 0's router
+    probability of expert 0 for each byte of :data:`SENTENCE`], ...}``). ``save_to``: a file to
+    save the trained weights in."""
     import numpy as np
 
-    from ..moe import load_imbalance
+    from ..moe import expert_capacity, load_imbalance, plan_dispatch
+    from ..training.data import ByteTokenizer
     from ..model import DecoderLM
     from ..runtime import device as best_device
     from ..training import TrainConfig, train
@@ -168,6 +176,12 @@ def moe_run(variant: str, seed: int, *, prefix: int | None = None, save_to: str 
         row["load"] = {f"layer{i}": (info.load.float() / info.load.sum()).tolist()
                        for i, info in enumerate(out.moe)}
         row["course"] = course
+        idx = out.moe[0].routing.indices.cpu()  # (N, 1): layer 0's choice per held-out token
+        row["dropped"] = [plan_dispatch(idx, N_EXPERTS, capacity=expert_capacity(
+            idx.shape[0], 1, N_EXPERTS, f)).n_dropped / idx.numel() for f in FACTORS]
+        with torch.no_grad():
+            probs = model(ByteTokenizer().encode(SENTENCE)[None].to(dev)).moe[0].routing.probs
+        row["text"] = {f"e{e}": probs[:, e].float().cpu().tolist() for e in range(N_EXPERTS)}
     return row
 
 

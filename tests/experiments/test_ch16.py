@@ -41,6 +41,14 @@ def test_moe_run_prefix_returns_its_curve_and_load():
     out = ch16.moe_run("MoE + bias balancing", 0, **dict(params, steps=2))
     for shares in out["load"].values():
         assert sum(shares) == pytest.approx(1.0)
+    # the dropped share never rises as the capacity grows, and a half capacity drops half or more
+    assert len(out["dropped"]) == len(ch16.FACTORS) and ch16.FACTORS[0] == 0.5
+    assert all(a >= b for a, b in zip(out["dropped"], out["dropped"][1:]))
+    assert out["dropped"][0] >= 0.5
+    text = out["text"]  # layer 0's router probabilities on the chapter's sentence, per expert
+    assert set(text) == {f"e{e}" for e in range(ch16.N_EXPERTS)}
+    assert all(len(p) == len(ch16.SENTENCE) for p in text.values())
+    assert sum(text[f"e{e}"][0] for e in range(ch16.N_EXPERTS)) == pytest.approx(1.0, abs=1e-5)
     with pytest.raises(ValueError, match="variant='sparse' is not one of"):
         ch16.moe_run("sparse", 0, prefix=1, **params)
 
