@@ -20,8 +20,8 @@ __all__ = ["VARIANTS", "SEEDS", "SIZES", "WINDOWS", "layer_windows", "window_run
 SEEDS = (0, 1, 2)
 VARIANTS = ("all global", "5:1, short window", "5:1, long window", "all local, short window")
 SIZES = {
-    "cpu": dict(d_model=64, n_layers=6, n_heads=4, short=16, long=48, seq_len=128, steps=150,
-                lr=3e-3, warmup=20, batch=16, eval_every=50, val_windows=64),
+    "cpu": dict(d_model=32, n_layers=6, n_heads=4, short=8, long=24, seq_len=64, steps=100,
+                lr=3e-3, warmup=20, batch=16, eval_every=50, val_windows=32),
     "long": dict(d_model=48, n_layers=6, n_heads=4, short=12, long=36, seq_len=96, steps=250,
                  lr=3e-3, warmup=20, batch=16, eval_every=50, val_windows=48),
 }
