@@ -44,14 +44,16 @@ def layer_windows(variant: str, *, n_layers: int, short: int, long: int, **_) ->
 
 def window_run(variant: str, seed: int, *, prefix: int | None = None, **params) -> dict:
     """Train ``variant`` on ``seed``: ``{"loss" (held-out nats/byte), "curve" (at step 0,
-    eval_every, ...)}``; with ``prefix`` stop after that many steps."""
+    eval_every, ...)}``; with ``prefix`` stop after that many steps, on the full run's learning-rate
+    schedule (so a prefix reproduces the start of a recorded curve)."""
     from ..model import DecoderLM, ModelConfig
     from ..runtime import device as best_device
     from ..training import TrainConfig, train
     from .ch16 import data
 
     dev = best_device()
-    steps = params["steps"] if prefix is None else min(int(prefix), params["steps"])
+    steps = params["steps"]
+    stop = None if prefix is None else min(int(prefix), steps)
     train_tokens, val = data()
     T = params["seq_len"]
     windows = val[: len(val) // T * T].view(-1, T)[: params["val_windows"]].to(dev)
@@ -66,14 +68,28 @@ def window_run(variant: str, seed: int, *, prefix: int | None = None, **params) 
             logits = m(windows[:, :-1]).logits.float()
         return float(torch.nn.functional.cross_entropy(logits.flatten(0, 1), windows[:, 1:].flatten()))
 
+    class _Stop(Exception):
+        """Ends a prefix run at its step; the schedule stays the full run's."""
+
+    def scored(step, m):
+        value = val_loss(step, m)
+        if stop is not None and step >= stop and step % params["eval_every"] == 0:
+            curve.append(value)
+            raise _Stop
+        return value
+
     curve = [val_loss(0, model.eval())]
-    if steps > 0:
+    if stop == 0:
+        return {"loss": curve[0], "curve": curve}
+    try:
         hist = train(model.train(), train_tokens, config=TrainConfig(
             steps=steps, lr=params["lr"], warmup=params["warmup"], batch_size=params["batch"],
             seq_len=T, eval_every=params["eval_every"], seed=seed, device=dev), progress=False,
-            callbacks={"val": val_loss})
-        curve += [v for s, v in zip(hist.metric_steps, hist.metrics["val"])
-                  if s % params["eval_every"] == 0]
+            callbacks={"val": scored})
+    except _Stop:
+        return {"loss": curve[-1], "curve": curve}
+    curve += [v for s, v in zip(hist.metric_steps, hist.metrics["val"])
+              if s % params["eval_every"] == 0]
     return {"loss": val_loss(steps, model.eval()), "curve": curve}
 
 
