@@ -14,6 +14,7 @@ from typing import Any, Iterable
 import torch
 
 __all__ = [
+    "check_flag",
     "check_tensor",
     "check_dtype_matches",
     "check_hidden",
@@ -107,6 +108,14 @@ def check_choice(value: Any, name: str, choices: Iterable[Any]) -> Any:
     if value not in choices:
         raise ValueError(f"{name}={value!r} is not supported; choose one of {choices}")
     return value
+
+
+def check_flag(value: Any, name: str) -> bool:
+    """Raise ``TypeError`` unless ``value`` is ``True`` or ``False`` (a ``numpy.bool_`` counts):
+    ``None``, ``0``/``1`` or a string would otherwise be read as a truth value, silently."""
+    if type(value).__name__ not in ("bool", "bool_"):
+        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+    return bool(value)
 
 
 def check_real(value: Any, name: str, *, hint: str = "") -> Any:

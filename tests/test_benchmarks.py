@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchmarks import bench_mla
+from benchmarks import bench_flash, bench_mla
 import torch
 
 from benchmarks._harness import QUICK_REPEATS, bench_parser, cache_snapshot
@@ -86,3 +86,10 @@ def test_bench_train_runs_at_its_quick_size():
     rows = bench_train.main(["--quick", "--no-compile", "--repeats", "1"])
     assert [r.name.split(":")[0] for r in rows] == ["threads", "processes", "vmap", "batch"]
     assert all(r.ours.median > 0 and r.peer.median > 0 for r in rows)
+
+
+def test_the_flash_benchmark_checks_equality_and_times_three_ratios(capsys):
+    rows = bench_flash.main(["--quick", "--device", "cpu"])
+    assert len(rows) == 3 and all(r.ratio.mean > 0 for r in rows)
+    out = capsys.readouterr().out
+    assert "saved for backward" in out and "max gradient difference" in out

@@ -149,8 +149,8 @@ def test_glu_hidden_size_rounds_up(d, m):
 @pytest.mark.parametrize("kind", list(FFN_KINDS))
 def test_make_ffn(kind, gen):
     ffn = make_ffn(kind, 12, 20)
-    assert isinstance(ffn, MLP if kind == "mlp" else GatedMLP)
-    assert (ffn.up_proj.bias is not None) == (kind == "mlp")
+    assert isinstance(ffn, MLP if kind in ("mlp", "xielu") else GatedMLP)
+    assert (ffn.up_proj.bias is not None) == (kind == "mlp")  # xIELU's MLP is bias-free (Apertus)
     x = torch.randn(2, 3, 12, generator=gen)
     assert ffn(x).shape == x.shape
     assert make_ffn(kind, 12, 20, bias=True).down_proj.bias is not None

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .._checks import check_positive, check_positive_int
+from .._checks import check_flag, check_positive, check_positive_int
 from ..ffn import FFNS
 from ..model.config import ModelConfig
 from ..model.kinds import ATTENTIONS
@@ -172,6 +172,7 @@ def flops_per_token(
     """
     if not isinstance(config, ModelConfig):
         raise TypeError(f"config must be a ModelConfig, got {type(config).__name__}")
+    training, causal = check_flag(training, "training"), check_flag(causal, "causal")
     T = config.max_seq_len if seq_len is None else check_positive_int(seq_len, "seq_len")
     per = layer_params(config)
     matmul_weights = config.n_layers * (per["attention"] + per["ffn"]) + config.vocab_size * config.d_model

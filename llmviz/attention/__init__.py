@@ -8,6 +8,8 @@
   sinks plus a rolling window (StreamingLLM).
 * :mod:`.module`: :class:`MultiHeadAttention` (MHA, GQA and MQA through ``n_kv_heads``).
 * :mod:`.tiled`: online softmax and tiled (flash-style) attention, written out.
+* :mod:`.flash`: FlashAttention's backward pass (recomputed tiles), split-KV decoding and
+  packed GQA query heads.
 * :mod:`.cost`: bytes of the score matrix, arithmetic intensity, peak memory of a call.
 * :mod:`.metrics`: per-head statistics of attention weights (entropy, previous-token...).
 * :mod:`.linear`: linear attention and the (gated) delta rule, recurrent and chunked forms.
@@ -20,9 +22,17 @@ Shape letters: B batch, T query length, S key length, H heads, G kv heads, D hea
 
 from __future__ import annotations
 
-from . import cost, deltanet, functional, kv_cache, latent, linear, masks, metrics, module, tiled
+from . import cost, deltanet, flash, functional, kv_cache, latent, linear, masks, metrics, module, tiled
 from .cost import attention_intensity, peak_memory, score_matrix_bytes
 from .deltanet import DeltaState, GatedDeltaNet
+from .flash import (
+    flash_attention,
+    merge_partials,
+    pack_gqa,
+    packed_gqa_attention,
+    split_kv_decode,
+    unpack_gqa,
+)
 from .functional import attention_weights, repeat_kv, scaled_dot_product_attention
 from .kv_cache import KVCache, SinkCache, rope_key_shift
 from .latent import LatentCache, MultiHeadLatentAttention
@@ -50,9 +60,11 @@ __all__ = [
     "causal_mask", "padding_mask", "key_padding_to_mask", "sliding_window_mask", "dilated_mask",
     "strided_mask", "global_local_mask", "combine_masks", "receptive_field", "query_positions",
     "online_softmax", "online_softmax_trace", "tiled_attention", "tile_map",
+    "flash_attention", "split_kv_decode", "merge_partials", "pack_gqa", "unpack_gqa",
+    "packed_gqa_attention",
     "score_matrix_bytes", "attention_intensity", "peak_memory",
     "head_metrics", "METRICS", "row_entropy", "mass_by_distance",
     "gated_delta_rule", "linear_attention", "GatedDeltaNet", "DeltaState",
-    "functional", "masks", "kv_cache", "module", "tiled", "cost", "metrics",
+    "functional", "masks", "kv_cache", "module", "tiled", "flash", "cost", "metrics",
     "linear", "deltanet", "latent",
 ]

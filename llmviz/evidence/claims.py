@@ -245,10 +245,12 @@ class Claim:
         tmp.replace(path)
         return path
 
-    def glue(self, prefix: str) -> dict[str, str]:
+    def glue(self, prefix: str, *, register: bool = True) -> dict[str, str]:
         """Glue ``<prefix>_verdict``, ``_effect``, ``_interval``, ``_n``, ``_claim``, ``_size``
         (the live size or the record's label) and ``_detectable`` (the smallest detectable
-        effect).
+        effect). With ``register=False`` the claim is not written to the claims page's registry
+        (for a claim the prose quotes but the page does not show as a box, such as a live run's
+        twin of a recorded claim that is shown).
 
         The prose then writes ``{glue:text}`<prefix>_verdict``` and never types a verdict.
         Returns the glued texts (outside a kernel with myst-nb nothing else happens).
@@ -266,7 +268,10 @@ class Claim:
         }
         for key, text in parts.items():
             _glue(f"{prefix}_{key}", text)
-        self.register()
+        if not isinstance(register, bool):
+            raise TypeError(f"register must be True or False, got {register!r}")
+        if register:
+            self.register()
         return {f"{prefix}_{k}": v for k, v in parts.items()}
 
     # ------------------------------------------------------------------ display

@@ -28,7 +28,7 @@ from ..attention.metrics import head_metrics, row_entropy
 from ..attention.module import MultiHeadAttention, attention_weights
 from ..attention.tiled import tile_map, tiled_attention
 from ..model.presets import llama2
-from .._checks import check_int_in, check_positive
+from .._checks import check_flag, check_int_in, check_positive
 from ..plots import PALETTE, PLOTLY_SEQUENTIAL
 from ._core import Control, Explorer, Frame
 
@@ -54,6 +54,7 @@ def temperature_frame(temperature: float = 1.0, d: int = 64, scaled: bool = True
     ``s`` is ``1/sqrt(d)`` when ``scaled`` else 1. Left: the (T, T) weights; right: the last
     query's row.
     """
+    scaled = check_flag(scaled, "scaled")
     check_positive(temperature, "temperature")
     check_int_in(d, "d", 1, 4096)
     g = torch.Generator().manual_seed(0)
@@ -120,6 +121,7 @@ def _mosaic(w: np.ndarray, ncols: int = 4) -> np.ndarray:
 
 def heads_frame(n_heads: int = 4, causal: bool = True) -> Frame:
     """One frame (pure): a seeded MultiHeadAttention with ``n_heads`` at d_model=64 on a toy input."""
+    causal = check_flag(causal, "causal")
     m = MultiHeadAttention(_D_MODEL, n_heads, causal=causal).eval()
     g = torch.Generator().manual_seed(0)  # own generator: no global seeding, same maps every call
     with torch.no_grad():
@@ -250,6 +252,7 @@ def tiling_frame(block: int = 16, causal: bool = True) -> Frame:
     (the diagonal tiles), 2 = computed in full: :func:`llmviz.attention.tiled.tile_map`. The
     counts come from :func:`llmviz.attention.tiled.tiled_attention` run on a small input.
     """
+    causal = check_flag(causal, "causal")
     check_int_in(block, "block", 1, _T_TILE)
     n = math.ceil(_T_TILE / block)
     status = tile_map(_T_TILE, block_q=block, block_k=block, causal=causal).double().numpy()

@@ -29,7 +29,7 @@ from ..position.relative import t5_relative_bucket
 from ..position.rope import RopeScaling, rope_frequencies
 from ..position.rope_decay import rope_score_bound
 from ..position.sinusoidal import sinusoidal_encoding, sinusoidal_wavelengths
-from .._checks import check_int_in, check_real_in
+from .._checks import check_flag, check_int_in, check_real_in
 from ._core import Control, Explorer, Frame
 
 __all__ = [
@@ -252,6 +252,7 @@ _T5_RANGE = 300
 def t5_bucket_frame(num_buckets: int = 32, max_distance: int = 128,
                     bidirectional: bool = True) -> Frame:
     """Bucket of every relative position j - i in [-300, 300], and where the exact range ends."""
+    bidirectional = check_flag(bidirectional, "bidirectional")
     rel = torch.arange(-_T5_RANGE, _T5_RANGE + 1)
     buckets = t5_relative_bucket(rel, bidirectional=bidirectional, num_buckets=num_buckets,
                                  max_distance=max_distance)

@@ -96,13 +96,14 @@ def read_architecture(c: Any) -> tuple[ModelConfig, _Arch, list[LayerAnatomy], i
     cfg = config_from_hf(c)
     with torch.device("meta"):
         model = DecoderLM(cfg)
-    glu = cfg.ffn != "mlp"
+    glu = cfg.ffn not in ("mlp", "xielu")  # the two plain (ungated) feed-forward kinds
     act = getattr(c, "hidden_activation", None) or getattr(c, "hidden_act", None) or getattr(
         c, "activation_function", None) or cfg.activation or FFN_KINDS[cfg.ffn]  # the config's own name
     arch = _Arch(
         norm=NORM_LABELS[cfg.norm], placement="parallel" if cfg.parallel else PLACEMENT_LABELS[cfg.placement],
         ffn="glu" if glu else "mlp", activation=act,
-        qk_norm=None if cfg.qk_norm is None else ("per head" if cfg.qk_norm_scope == "head" else "whole projection"),
+        qk_norm=None if cfg.qk_norm is None else ("per head" if cfg.qk_norm_scope == "head" else "whole projection")
+        + (", after RoPE" if cfg.attn_kind == "qk_norm_after_rope" else ""),
         d_ff=cfg.d_ff if getattr(c, "intermediate_size", None) is not None or not cfg.n_experts else None,
         sinks=cfg.attn_sinks, output_gate=cfg.attn_output_gate,
         latent_dim=cfg.kv_lora_rank if cfg.attn_kind == "mla" else None)

@@ -34,6 +34,17 @@ class Layout:
         prefix: what the checkpoint names start with (stripped before planning).
         mtp_layers: layers numbered ``n_layers`` and beyond are multi-token-prediction modules
             (DeepSeek-V3, GLM-4.5), not part of the causal LM: skipped, as transformers does.
+        flattened: llmviz tensor paths inside a layer whose stored tensor has extra singleton
+            dimensions, read flattened (ERNIE 4.5's choice bias is stored ``(1, E)``).
+        top: llmviz tensors outside the layers -> their stored names (GPT-NeoX's ``embed_in``,
+            ``final_layer_norm``).
+        stored_layers: what the checkpoint calls its list of layers (BLOOM: ``h``), read as
+            llmviz's ``layers``.
+        qkv_grouped: the stored fused projection whose rows are grouped by key/value head,
+            ``[group g: its H/G query heads | k_g | v_g]``, or None. With G = H it is grouped by
+            head, ``[head h: q_h | k_h | v_h]`` (GPT-NeoX, BLOOM, Falcon without multi-query);
+            with G = 1 it is ``q | k | v`` (Falcon's multi-query); between, Falcon's new
+            decoder architecture.
     """
 
     fused: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -41,6 +52,10 @@ class Layout:
     renames: dict[str, str] = field(default_factory=dict)
     prefix: str = "model."
     mtp_layers: bool = False
+    flattened: tuple[str, ...] = ()
+    top: dict[str, str] = field(default_factory=dict)
+    qkv_grouped: str | None = None
+    stored_layers: str = "layers"
 
     def fused_name(self, proj: str) -> str | None:
         """The stored fused tensor holding llmviz projection ``proj``, or None."""

@@ -1,7 +1,9 @@
 """Family readers for :func:`llmviz.hf.config_from_hf`: mixtures of experts routed as
 DeepSeek-V3 routes (sigmoid scores, a choice bias, expert groups, shared experts) under
 softmax attention: GLM-4.5 (``glm4_moe``), dots.llm1 (``dots1``) and Solar Open
-(``solar_open``); and FlexOlmo (``flex_olmo``), OLMoE's experts in OLMo 2's block. The router's fields are read by :func:`._readers_2025.sigmoid_experts`.
+(``solar_open``); FlexOlmo (``flex_olmo``), OLMoE's experts in OLMo 2's block; and ERNIE 4.5
+MoE (``ernie4_5_moe``), whose softmax router adds a choice bias. The router's fields are read by
+:func:`._readers_2025.sigmoid_experts`.
 """
 
 from __future__ import annotations
@@ -9,11 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from ._layout import stores
-from ._readers import attr, check_glu_silu, decoder
+from ._readers import attr, check_glu_silu, decoder, require
 from ._readers_2025 import olmoe, sigmoid_experts, sparse_layer_types
-from ._readers_dense import exaone4
+from ._readers_dense import ernie4_5, exaone4
 
-__all__ = ["READERS_MOE", "dots1", "exaone_moe", "flex_olmo", "glm4_moe", "minimax_m2",
+__all__ = ["READERS_MOE", "dots1", "ernie4_5_moe", "exaone_moe", "flex_olmo", "glm4_moe", "minimax_m2",
            "solar_open"]
 
 
@@ -81,7 +83,36 @@ def minimax_m2(c: Any) -> dict[str, Any]:
     return f
 
 
+@stores(renames={"mlp.gate.e_score_correction_bias": "mlp.gate.moe_statics.e_score_correction_bias"},
+        flattened=("mlp.gate.e_score_correction_bias",))
+def ernie4_5_moe(c: Any) -> dict[str, Any]:
+    """ERNIE 4.5 MoE: ERNIE 4.5's attention (interleaved RoPE); on every ``moe_layer_interval``-th
+    layer from ``moe_layer_start_index`` to ``moe_layer_end_index`` a softmax top-k mixture whose
+    choice adds a fixed per-expert bias (``moe_statics``, stored ``(1, E)``) to the probabilities
+    while the weights renormalise the unbiased ones, plus ``moe_num_shared_experts`` shared
+    experts; dense feed-forwards elsewhere."""
+    require(c, "use_bias", (False, None), "biases on every projection and on lm_head; llmviz's "
+            "output head and shared experts have none")
+    f = ernie4_5(c)
+    step, first, last = int(c.moe_layer_interval), int(c.moe_layer_start_index), int(c.moe_layer_end_index)
+    sparse = tuple(i for i in range(c.num_hidden_layers) if (i + 1) % step == 0 and first <= i <= last)
+    if not sparse or not c.num_experts:
+        return f
+    if float(attr(c, "moe_norm_min", 0.0)) >= c.num_experts_per_tok / c.num_experts:
+        raise NotImplementedError(
+            f"ernie4_5_moe: moe_norm_min={c.moe_norm_min} can exceed the k kept probabilities' sum "
+            f"(at least k/E = {c.num_experts_per_tok / c.num_experts:g}); llmviz renormalises "
+            "without a floor")
+    n_shared = int(attr(c, "moe_num_shared_experts", 0))
+    f.update(n_experts=c.num_experts, experts_top_k=c.num_experts_per_tok,
+             expert_d_ff=c.moe_intermediate_size, n_shared_experts=n_shared,
+             shared_expert_d_ff=n_shared * c.moe_intermediate_size if n_shared else None,
+             moe_score="softmax", moe_normalize=True, moe_bias_balancing=True, moe_layers=sparse,
+             router_aux_loss_coef=float(attr(c, "router_aux_loss_coef", 0.0)))
+    return f
+
+
 #: model_type -> reader, for the families above.
 READERS_MOE = {"glm4_moe": glm4_moe, "solar_open": solar_open, "dots1": dots1, "flex_olmo": flex_olmo,
                "sarvam_moe": glm4_moe, "exaone_moe": exaone_moe,
-               "minimax_m2": minimax_m2}  # Sarvam-MoE runs transformers' GLM-4.5 classes
+               "minimax_m2": minimax_m2, "ernie4_5_moe": ernie4_5_moe}  # Sarvam-MoE runs transformers' GLM-4.5 classes

@@ -25,9 +25,6 @@ _GRANITE = ("embedding_multiplier, residual_multiplier, attention_multiplier and
             "scale the stream and the logits; llmviz has none of these scalings")
 _COHERE = ("the logits are multiplied by logit_scale and attention and MLP run in parallel from one "
            "bias-free LayerNorm; llmviz's output head has no scale")
-_QK_AFTER_ROPE = ("QK-norm after RoPE (query_layernorm/key_layernorm on the rotated heads); llmviz "
-                  "normalises q and k before rotating them, which differs unless each rotated pair "
-                  "shares its norm weight")
 _UNREAD = "no reader yet: its modeling code has not been compared with llmviz's components ({})"
 
 REFUSED: dict[str, str] = {
@@ -48,10 +45,6 @@ REFUSED: dict[str, str] = {
     **dict.fromkeys(("granite", "granite_swa", "granitemoe", "granitemoe_swa", "granitemoeshared",
                      "hyperclovax"), _GRANITE),
     **dict.fromkeys(("cohere", "cohere2", "cohere2_moe"), _COHERE),
-    **dict.fromkeys(("hunyuan_v1_dense", "hunyuan_v1_moe"), _QK_AFTER_ROPE),
-    "deepseek_v2": "its group-limited router ranks expert groups by their best softmax score, while "
-                   "llmviz's router ranks them by the sum of their two best (DeepSeek-V3's rule); "
-                   "DeepSeek-V3 checkpoints (model_type 'deepseek_v3') load",
     "deepseek_v4": "compressed sparse attention (an indexer over compressed keys) and hyper-connections "
                    "in place of the residual stream; llmviz has neither",
     "qwen4_exp": _MULTIMODAL,
@@ -64,8 +57,14 @@ REFUSED: dict[str, str] = {
     "qwen3_5_moe": "a vision-language model; load its text part (Qwen3_5MoeForCausalLM, model_type "
                    "'qwen3_5_moe_text') instead",
     "llama4": "the multimodal Llama 4; its text model is model_type 'llama4_text'",
-    "llama4_text": "chunked local attention (attention_chunk_size) on its RoPE layers, NoPE global "
-                   "layers with attention temperature tuning; llmviz has no chunked-attention layer yet",
+    "llama4_text": "its mixture scales each expert's input (not its output) by the router's sigmoid "
+                   "score, its NoPE layers scale queries by a position-dependent temperature "
+                   "(attn_temperature_tuning, floor_scale, attn_scale) and its RoPE layers L2-normalise "
+                   "the rotated q and k without a weight (use_qk_norm); llmviz has the chunked local "
+                   "attention (local_attention='chunked') but none of these three",
+    "gemma4_text": "a second, per-layer token embedding (vocab_size_per_layer_input, "
+                   "hidden_size_per_layer_input) fed into every layer, and keys and values shared by "
+                   "the last num_kv_shared_layers layers; llmviz has neither",
     "kimi_linear": "Kimi Delta Attention layers (per-channel gated delta rule); llmviz's linear layers "
                    "are Gated DeltaNet, whose gate is one scalar per head",
     "minimax": "lightning (linear) attention layers; llmviz's linear layers are Gated DeltaNet",
@@ -78,11 +77,8 @@ REFUSED: dict[str, str] = {
            "transformer",
     "olmo": "LayerNorm with neither weight nor bias (and clip_qkv); every llmviz norm has a weight",
     "nemotron": "LayerNorm1P (LayerNorm scaling by 1 + weight); llmviz's LayerNorm scales by weight",
-    "apertus": "the xIELU activation; llmviz has no xIELU",
     "ministral3": "queries scaled by Llama 4's position-dependent attention temperature "
                   "(llama_4_scaling_beta); llmviz has no such scale",
-    "gpt_neox": "its parallel residual feeds attention and MLP through two different LayerNorms; "
-                "llmviz's parallel block has one (and its fused query_key_value is interleaved per head)",
     "gptj": "the output head has a bias (lm_head.bias); llmviz's head has none",
     "codegen": "GPT-J's block with a biased output head (lm_head.bias); llmviz's head has none",
     "phi": "the output head has a bias (lm_head.bias); llmviz's head has none",
@@ -93,23 +89,21 @@ REFUSED: dict[str, str] = {
     "dory": "residual branches mixed in by learned per-channel rates (lambda_1, lambda_2), not added",
     "dbrx": "q, k and v clamped to clip_qkv; llmviz has no clamp",
     "jetmoe": "a mixture of attention heads (MoA) beside its experts; llmviz's attention is dense",
-    "phimoe": "SparseMixer routing (top-2 chosen with jitter and a gradient multiplier); llmviz's "
-              "router is softmax or sigmoid top-k",
+    "phimoe": "SparseMixer routing: each of its two picks is weighted by a softmax over only the "
+              "experts whose logits lie within 2 * router_jitter_noise (relative) of the pick's, the "
+              "first pick left out of the second's (training adds Gumbel sampling); llmviz's routers "
+              "weigh by a softmax or sigmoid over every expert",
     "minicpm3": "embeddings scaled by scale_emb and residual branches by scale_depth (muP); llmviz "
                 "has no residual scaling",
     "zaya": "learned residual scaling per channel (ZayaResidualScaling); llmviz adds residuals",
     **{t: _UNREAD.format(why) for t, why in {
         "afmoe": "sigmoid-gated attention, route_scale and optional muP", "axk1": "MLA with its own "
         "dense/sparse layer rule", "aria_text": "Aria's experts", "beam": "biased attention gates and "
-        "residual scaling", "bloom": "ALiBi with an embedding LayerNorm and a per-head fused "
-        "query_key_value", "biogpt": "scaled learned positions", "cpmant": "segment position buckets",
-        "ctrl": "sinusoidal positions", "ernie4_5_moe": "a softmax router with a choice bias "
-        "(moe_statics)",
-        "falcon": "its parallel and multi-query variants", "flint": "its experts", "gemma3n_text":
-        "per-layer embeddings, AltUp and KV sharing", "gemma4_text": "Gemma 4's per-layer inputs and "
-        "KV sharing", "gemma4_assistant": "a drafting model", "gemma4_unified_assistant": "a drafting "
-        "model", "gemma4_unified_text": "Gemma 4's unified text model", "gpt_bigcode": "multi-query "
-        "fused c_attn", "gpt_neo": "alternating local layers and unscaled scores", "gpt_neox_japanese":
+        "residual scaling", "biogpt": "scaled learned positions", "cpmant": "segment position buckets",
+        "ctrl": "sinusoidal positions",
+"flint": "its experts", "gemma3n_text":
+        "per-layer embeddings, AltUp and KV sharing", "gemma4_assistant": "a drafting model", "gemma4_unified_assistant": "a drafting "
+        "model", "gemma4_unified_text": "Gemma 4's unified text model", "gpt_neox_japanese":
         "its MLP and attention biases", "hrm_text": "recurrent stacks of layers", "hy_v3": "its "
         "experts and QK-norm", "inkling_text": "relative logits, short convolutions", "inkling2_text":
         "L2-clipped attention, short convolutions", "inkling2_loop_text": "looped layers with message "
@@ -119,6 +113,5 @@ REFUSED: dict[str, str] = {
 "modernbert-decoder": "ModernBERT's "
         "layers", "mpt": "ALiBi with its LayerNorm", "nanochat": "its norm and soft-cap placement",
         "olmo_hybrid": "Gated DeltaNet layers in OLMo 3's block", "openai-gpt": "post-norm blocks",
-        "opt": "positions offset by two rows and project_in/out", "persimmon": "per-head QK LayerNorm",
-        "xglm": "scaled sinusoidal positions"}.items()},
+        "opt": "positions offset by two rows and project_in/out", "xglm": "scaled sinusoidal positions"}.items()},
 }

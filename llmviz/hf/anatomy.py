@@ -39,7 +39,7 @@ class Anatomy:
             the query/key head width; values may differ).
         vocab_size, tie_embeddings: V, and whether the output matrix is the embedding.
         norm, placement, qk_norm: norm kind, where it sits, QK-norm (None, ``"per head"``,
-            ``"whole projection"``).
+            ``"whole projection"``; ``", after RoPE"`` added where it acts on the rotated heads).
         ffn, activation, d_ff: feed-forward kind, activation, width of a dense feed-forward
             (None when every layer is a mixture of experts: Qwen3.5-MoE).
         experts, experts_active, shared_experts, expert_d_ff: routed experts, chosen per token,

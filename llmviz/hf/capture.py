@@ -101,6 +101,11 @@ def capture_attention(hf_model: Any, input_ids: torch.Tensor, **kwargs: Any) -> 
             f"input_ids must be a (B, T) integer tensor (a LongTensor), got {got}; e.g. ids[None] "
             "for one sequence, torch.tensor([ids]) for a Python list"
         )
+    if getattr(config, "model_type", None) == "falcon":  # measured under transformers 5.24
+        raise NotImplementedError(
+            "transformers' Falcon computes an unmasked (bidirectional) softmax when asked for "
+            "attention weights, so its maps are not those of its forward; take them from the loaded "
+            "model instead: llmviz.hf.from_hf(model)(ids, return_weights=True).weights")
     previous = getattr(config, "_attn_implementation", None)
     switch = previous not in (None, "eager") and hasattr(hf_model, "set_attn_implementation")
     if switch:

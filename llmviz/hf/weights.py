@@ -41,8 +41,7 @@ Shapes: ``qkv_proj`` is ``(H*D + 2*G*D, C)``, ``gate_up_proj`` ``(2*F, C)``, GPT
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -50,7 +49,7 @@ import torch
 from ..model.config import ModelConfig
 from ..model.lm import DecoderLM
 from ._layout import LLAMA, Layout
-from .layers import split_ba, split_qkvz
+from ._sources import LAYER_SOURCES, Source, flatten, grouped_source
 
 __all__ = ["Source", "load_checkpoint", "plan_for", "state_dict_of"]
 
@@ -62,18 +61,6 @@ _NORM_NAMES = {  # placement -> {HF norm name: llmviz norm name}
 }
 _GPT2 = {"attn.c_proj": "self_attn.o_proj", "mlp.c_fc": "mlp.up_proj", "mlp.c_proj": "mlp.down_proj",
          "ln_1": "attn_norm", "ln_2": "ffn_norm"}
-
-
-@dataclass(frozen=True)
-class Source:
-    """Where one llmviz tensor comes from: ``key``, optional ``rows`` slice, and whether the
-    stored matrix is transposed (GPT-2's ``Conv1D``), in which case rows are taken after ``.t()``;
-    ``fn`` rearranges the stored tensor (after the above) where a slice is not enough."""
-
-    key: str
-    rows: tuple[int, int] | None = None
-    transpose: bool = False
-    fn: Callable[[torch.Tensor], torch.Tensor] | None = field(default=None, compare=False)
 
 
 def state_dict_of(model_or_state_dict: Any) -> dict[str, torch.Tensor]:
@@ -104,103 +91,27 @@ def plan_for(config: ModelConfig, family: str, target_keys: list[str],
     plan = {}
     for key in target_keys:
         if not key.startswith("layers."):
-            plan[key] = Source(key)  # embed_tokens, norm (lm_head is handled by the loader)
+            plan[key] = Source(layout.top.get(key, key))  # embed_tokens, norm (lm_head: the loader)
             continue
         _, i, module, rest = key.split(".", 3)
         if module in inverse:
             plan[key] = Source(f"layers.{i}.{inverse[module]}.{rest}")
+        elif layout.qkv_grouped and module == "self_attn" and rest.split(".")[0] in ("q_proj", "k_proj", "v_proj"):
+            plan[key] = grouped_source(i, rest, config, layout.qkv_grouped)
         elif layout.fused_name(rest.split(".")[0]) is not None:
             plan[key] = _fused_source(i, module, rest, config, layout)
         elif f"{module}.{rest}" in layout.renames:  # one tensor renamed
-            plan[key] = Source(f"layers.{i}.{layout.renames[f'{module}.{rest}']}")
+            flat = f"{module}.{rest}" in layout.flattened
+            plan[key] = Source(f"layers.{i}.{layout.renames[f'{module}.{rest}']}",
+                               fn=flatten if flat else None)
         elif f"{module}.{rest.split('.')[0]}" in layout.renames:  # a module renamed
             name, tail = rest.split(".", 1)
             plan[key] = Source(f"layers.{i}.{layout.renames[f'{module}.{name}']}.{tail}")
-        elif family in _LAYER_SOURCES:
-            plan[key] = _LAYER_SOURCES[family](i, module, rest, config) or Source(key)
+        elif family in LAYER_SOURCES:
+            plan[key] = LAYER_SOURCES[family](i, module, rest, config) or Source(key)
         else:
             plan[key] = Source(key)
     return plan
-
-
-def _deinterleave(w: torch.Tensor) -> torch.Tensor:
-    """``(..., 2F)`` with gate and up interleaved -> gate columns then up columns."""
-    return torch.cat([w[..., 0::2], w[..., 1::2]], dim=-1)
-
-
-def _gpt_oss_source(i: str, module: str, rest: str, c: ModelConfig) -> Source | None:
-    if module != "mlp":
-        return None
-    if rest.startswith("gate."):
-        return Source(f"layers.{i}.mlp.router.{rest.split('.', 1)[1]}")
-    t12 = lambda w: w.transpose(1, 2)  # noqa: E731
-    fns = {"experts.gate_up_proj": lambda w: _deinterleave(w).transpose(1, 2),
-           "experts.gate_up_proj_bias": _deinterleave, "experts.down_proj": t12,
-           "experts.down_proj_bias": None}
-    if rest in fns:
-        return Source(f"layers.{i}.mlp.{rest}", fn=fns[rest])
-    return None
-
-
-def _shared_expert_source(i: str, module: str, rest: str, c: ModelConfig) -> Source | None:
-    if module == "mlp" and rest.startswith("shared_experts."):
-        return Source(f"layers.{i}.mlp.shared_expert.{rest.split('.', 1)[1]}")
-    return None
-
-
-def _rows_per_group(groups: int, width: int, start: int, stop: int) -> Callable[[torch.Tensor], torch.Tensor]:
-    """Rows ``[start, stop)`` of each of ``groups`` consecutive blocks of ``width`` rows."""
-    def take(w: torch.Tensor) -> torch.Tensor:
-        if w.shape[0] != groups * width:
-            raise ValueError(f"packed tensor has {w.shape[0]} rows; the config's heads account for "
-                             f"{groups} x {width}; the checkpoint does not match its config")
-        return w.reshape(groups, width, *w.shape[1:])[:, start:stop].reshape(-1, *w.shape[1:])
-    return take
-
-
-def _qwen3_next_source(i: str, module: str, rest: str, c: ModelConfig) -> Source | None:
-    if module == "mlp":
-        return _shared_expert_source(i, module, rest, c)
-    name = rest.split(".")[0]
-    if module == "self_attn" and name in ("q_proj", "gate_proj"):
-        D = c.head_dim
-        start = 0 if name == "q_proj" else D
-        return Source(f"layers.{i}.self_attn.q_proj.weight", fn=_rows_per_group(c.n_heads, 2 * D, start, start + D))
-    if module != "linear_attn":
-        return None
-    Hk, Hv, D = c.linear_key_heads or c.linear_heads, c.linear_heads, c.linear_head_dim
-    qkvz = ("q_proj", "k_proj", "v_proj", "z_proj")
-    if name in qkvz:  # the regrouping of llmviz.hf.layers.gated_deltanet_from_hf
-        j = qkvz.index(name)
-        return Source(f"layers.{i}.linear_attn.in_proj_qkvz.weight",
-                      fn=lambda w: split_qkvz(w, Hk, Hv, D, D)[j])
-    if name in ("b_proj", "a_proj"):
-        j = 0 if name == "b_proj" else 1
-        return Source(f"layers.{i}.linear_attn.in_proj_ba.weight", fn=lambda w: split_ba(w, Hk, Hv)[j])
-    renamed = {"conv": "conv1d", "norm_weight": "norm", "o_proj": "out_proj"}
-    if name in renamed:
-        tail = rest.split(".", 1)[1] if "." in rest else "weight"
-        return Source(f"layers.{i}.linear_attn.{renamed[name]}.{tail}")
-    return None
-
-
-def _qwen3_5_source(i: str, module: str, rest: str, c: ModelConfig) -> Source | None:
-    """Qwen3-Next's layout, but the linear-attention projections stored apart: ``in_proj_qkv``
-    holds q, k, v one after another (each head-major), ``in_proj_z``/``_b``/``_a`` the rest."""
-    name = rest.split(".")[0]
-    if module != "linear_attn" or name not in ("q_proj", "k_proj", "v_proj", "z_proj", "b_proj", "a_proj"):
-        return _qwen3_next_source(i, module, rest, c)
-    if name in ("z_proj", "b_proj", "a_proj"):
-        return Source(f"layers.{i}.linear_attn.in_proj_{name[0]}.weight")
-    key = (c.linear_key_heads or c.linear_heads) * c.linear_head_dim
-    value = c.linear_heads * c.linear_head_dim
-    start, stop = {"q_proj": (0, key), "k_proj": (key, 2 * key), "v_proj": (2 * key, 2 * key + value)}[name]
-    return Source(f"layers.{i}.linear_attn.in_proj_qkv.weight", fn=_rows_per_group(1, 2 * key + value, start, stop))
-
-
-_LAYER_SOURCES = {"gpt_oss": _gpt_oss_source, "qwen2_moe": _shared_expert_source,
-                  "qwen3_next": _qwen3_next_source, "qwen3_5_text": _qwen3_5_source,
-                  "qwen3_5_moe_text": _qwen3_5_source}
 
 
 def _fused_source(i: str, module: str, rest: str, c: ModelConfig, layout: Layout) -> Source:
@@ -272,6 +183,9 @@ def load_checkpoint(sd: dict[str, torch.Tensor], config: ModelConfig, family: st
     """A :class:`DecoderLM` built from ``config`` holding the tensors of ``sd`` (strict), stored
     as ``layout`` declares."""
     sd = _strip_prefix(sd, layout.prefix)
+    if layout.stored_layers != "layers":  # BLOOM's h.{i}. -> layers.{i}.
+        stored = layout.stored_layers + "."
+        sd = {"layers." + k[len(stored):] if k.startswith(stored) else k: v for k, v in sd.items()}
     if layout.mtp_layers:  # multi-token-prediction layers: not part of the causal LM
         sd = {k: v for k, v in sd.items()
               if not (k.startswith("layers.") and int(k.split(".")[1]) >= config.n_layers)}

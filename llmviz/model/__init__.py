@@ -5,11 +5,13 @@
 * :mod:`.lm`: :class:`DecoderLM` (embedding -> blocks -> final norm -> head) and its output.
 * :mod:`.generate` and :mod:`.sampling`: decoding with the KV cache; greedy, temperature,
   top-k, top-p, min-p.
+* :mod:`.kinds_extra`: kinds registered beside the core ones (QK-norm after RoPE).
 * :mod:`.presets`: real-size configs of published models; :mod:`.zoo`: the architecture table.
 """
 
 from __future__ import annotations
 
+from . import kinds_extra  # first: its kinds are registered before config reads the registries
 from . import block, config, generation, lm, presets, sampling, zoo
 from .block import TransformerBlock
 from .config import ModelConfig

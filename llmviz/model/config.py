@@ -88,7 +88,7 @@ class ModelConfig:
     linear_key_heads: int | None = None  # their query/key heads; None -> linear_heads
     linear_head_dim: int | None = None  # their head width (keys and values); None -> head_dim
     linear_conv_kernel: int = 4  # their short causal convolution
-    attn_kind: str = "standard"  # one of llmviz.model.kinds.ATTENTIONS: "standard" (MHA/GQA/MQA) or "mla" (DeepSeek)
+    attn_kind: str = "standard"  # one of llmviz.model.kinds.ATTENTIONS: "standard" (MHA/GQA/MQA), "mla" (DeepSeek) or "qk_norm_after_rope" (HunYuan)
     q_lora_rank: int | None = None  # mla: width of the compressed query (None: a plain q_proj)
     kv_lora_rank: int | None = None  # mla: width of the cached latent (DeepSeek-V3: 512)
     qk_nope_head_dim: int | None = None  # mla: per-head query/key features without position

@@ -83,6 +83,41 @@ PUBLISHED: dict[str, PublishedConfig] = {
             "full_attention": {"rope_type": "default", "rope_theta": 1_000_000.0},
             "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0}}),
         "google/gemma-3-1b-pt config.json (the 1B model's window is 512)"),
+    "Gemma 2 2B": PublishedConfig("gemma2", dict(
+        hidden_size=2304, intermediate_size=9216, num_hidden_layers=26, num_attention_heads=8,
+        num_key_value_heads=4, head_dim=256, query_pre_attn_scalar=256, sliding_window=4096,
+        attn_logit_softcapping=50.0, final_logit_softcapping=30.0, vocab_size=256000),
+        "google/gemma-2-2b config.json"),
+    "Llama 3.2 1B": PublishedConfig("llama", dict(
+        hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
+        num_key_value_heads=8, head_dim=64, vocab_size=128256, rope_theta=500_000.0,
+        tie_word_embeddings=True),
+        "meta-llama/Llama-3.2-1B config.json (its llama3 RoPE scaling changes no count)",
+        zoo="Llama 3.2 (1B)"),
+    "Gemma 3 270M": PublishedConfig("gemma3_text", dict(
+        hidden_size=640, intermediate_size=2048, num_hidden_layers=18, num_attention_heads=4,
+        num_key_value_heads=1, head_dim=256, query_pre_attn_scalar=256, sliding_window=512,
+        vocab_size=262144, rope_parameters={
+            "full_attention": {"rope_type": "default", "rope_theta": 1_000_000.0},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0}}),
+        "google/gemma-3-270m config.json (window 512, 5 sliding : 1 global)",
+        zoo="Gemma 3 (270M)"),
+    "Qwen3-0.6B": PublishedConfig("qwen3", dict(
+        hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
+        num_key_value_heads=8, head_dim=128, vocab_size=151936, rope_theta=1_000_000.0,
+        tie_word_embeddings=True, use_sliding_window=False),
+        "Qwen/Qwen3-0.6B config.json", zoo="Qwen3 (0.6B)"),
+    "SmolLM2-135M": PublishedConfig("llama", dict(
+        hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+        num_key_value_heads=3, head_dim=64, vocab_size=49152, rope_theta=100_000.0,
+        tie_word_embeddings=True),
+        "HuggingFaceTB/SmolLM2-135M config.json", zoo="SmolLM2 (135M)"),
+    "MobileLLM-125M": PublishedConfig("llama", dict(
+        hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+        num_key_value_heads=3, head_dim=64, vocab_size=32000, tie_word_embeddings=True),
+        "facebook/MobileLLM-125M config.json (its own model class: a Llama block with shared "
+        "input and output embeddings, read here as a Llama config) and Liu et al. 2024, Table 9",
+        zoo="MobileLLM (125M)"),
     "SmolLM3 3B": PublishedConfig("smollm3", dict(
         hidden_size=2048, intermediate_size=11008, num_hidden_layers=36, num_attention_heads=16,
         num_key_value_heads=4, vocab_size=128256, rope_theta=5_000_000.0,

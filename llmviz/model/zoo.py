@@ -3,7 +3,8 @@
 Each :class:`ZooEntry` records one model's norm, serial or parallel block, norm placement,
 position scheme, feed-forward activation, stability tricks and shape, with the source the
 facts come from (the paper, or the released config file). :func:`zoo_table` returns them as
-a ``pandas.DataFrame``.
+a ``pandas.DataFrame``. :data:`SUB_1B` holds the published models under a billion parameters.
+(line budget: the module is one data table, one entry per model, and is read whole.)
 
 The table corrects a widely shared lecture table (see the book's ERRATA): it has no "GPT-2
 2020 RMSNorm" row (GPT-2 is 2019 and uses LayerNorm), BLOOM is serial and has 176B
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-__all__ = ["ZooEntry", "ZOO", "zoo_table", "PUBLISHED", "PublishedConfig", "published_config", "BLOCKS", "SERIAL", "PARALLEL_ONE_NORM",
+__all__ = ["ZooEntry", "ZOO", "SUB_1B", "zoo_table", "PUBLISHED", "PublishedConfig", "published_config", "BLOCKS", "SERIAL", "PARALLEL_ONE_NORM",
            "PARALLEL_TWO_NORMS", "UNSTATED", "DERIVED_COLUMNS"]
 
 SERIAL = "serial"  # h = x + Attn(N1(x)); y = h + FFN(N2(h))
@@ -266,6 +267,28 @@ ZOO: tuple[ZooEntry, ...] = (
        "256-wide key/value latent; 128 experts, 4 per token, plus a shared one; active count "
        "not given there)", attention="MLA (latent 256) + decoupled RoPE key", experts=128,
        experts_active=4, shared_experts=1, latent_kv_rank=256),
+)
+
+#: Published models under about a billion parameters, the sizes where the embedding's share
+#: and the depth-versus-width question are argued (chapters 13 and 14). They are kept apart from
+#: :data:`ZOO`, which holds one row per family for the adoption counts; every row has a
+#: released config in :data:`PUBLISHED` that a test checks it against.
+SUB_1B: tuple[ZooEntry, ...] = (
+    _e("MobileLLM (125M)", 2024, "RMSNorm", SERIAL, "pre", "RoPE", "SwiGLU", (), 0.125,
+       30, 576, 9, 3, "Liu et al. 2024 (MobileLLM), Table 9; HF facebook/MobileLLM-125M config "
+       "(deep and thin by design; shared input and output embeddings)",
+       extras=("tied input and output embeddings",)),
+    _e("SmolLM2 (135M)", 2025, "RMSNorm", SERIAL, "pre", "RoPE", "SwiGLU", (), 0.135,
+       30, 576, 9, 3, "Allal et al. 2025; HF HuggingFaceTB/SmolLM2-135M config",
+       extras=("tied input and output embeddings",)),
+    _e("Gemma 3 (270M)", 2025, "RMSNorm", SERIAL, "pre+post", "RoPE", "GeGLU",
+       ("QK-norm", "pre+post norm"), 0.268, 18, 640, 4, 1,
+       "Gemma Team 2025, Gemma 3 270M release; HF google/gemma-3-270m config",
+       attention="MQA, 5 local (512) : 1 global", window=512, local_global=(5, 1),
+       extras=("tied input and output embeddings",)),
+    _e("Qwen3 (0.6B)", 2025, "RMSNorm", SERIAL, "pre", "RoPE", "SwiGLU", ("QK-norm",), 0.596,
+       28, 1024, 16, 8, "Yang et al. 2025 (Qwen3 technical report), Table 1; HF Qwen/Qwen3-0.6B "
+       "config", extras=("tied input and output embeddings",)),
 )
 
 #: Columns :func:`zoo_table` derives from the fields, one per family of choices (for the

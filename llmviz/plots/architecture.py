@@ -15,7 +15,7 @@ from matplotlib.ticker import FuncFormatter
 
 from ..analysis.parameters import count_parameters, kv_cache_bytes_for
 from ..model.config import ModelConfig
-from .._checks import check_int_in
+from .._checks import check_flag, check_int_in
 from ._style import PALETTE, get_ax
 
 __all__ = [
@@ -49,6 +49,7 @@ def plot_param_breakdown(
         ax: Axes to draw on (default: a new figure).
         fraction: draw shares of the total instead of counts.
     """
+    fraction = check_flag(fraction, "fraction")
     if not models:
         raise ValueError("models is empty; pass {label: model_or_config}")
     ax = get_ax(ax, figsize=(1.2 * len(models) + 3, 4))
@@ -174,6 +175,7 @@ def plot_aspect_ratios(df=None, *, ax=None, annotate: bool = True):
     Models that share a shape get one label ("LLaMA (65B) +3"); labels are placed so that
     they do not overlap (:func:`place_labels`).
     """
+    annotate = check_flag(annotate, "annotate")
     if df is None:
         from ..model.zoo import zoo_table
 

@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .._checks import check_choice, check_positive_int
+from .._checks import check_choice, check_flag, check_positive_int
 from ..attention.masks import query_positions
 from ._data import color_range, panel_inches, query_key_labels, select_weights, to_numpy
 from ._style import DIVERGING, PALETTE, PLOTLY_DIVERGING, PLOTLY_SEQUENTIAL, SEQUENTIAL, get_ax
@@ -100,6 +100,7 @@ def plot_attention_heatmap(
     Weights run 0 to the largest (or ``vmax``); raw scores with a negative value get a diverging
     scale from -top to top, so nothing is clipped. Returns the matplotlib ``Axes``.
     """
+    colorbar = check_flag(colorbar, "colorbar")
     w = select_weights(weights, layer=layer, batch=batch, head=head)
     if w.ndim == 3:
         if w.shape[0] != 1:

@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ._style import DIVERGING, PALETTE, get_ax
+from .._checks import check_flag
 
 __all__ = ["plot_memory_vs_context", "plot_recall", "plot_state"]
 
@@ -30,6 +31,7 @@ def plot_memory_vs_context(contexts: Sequence[int], curves: Mapping[str, Sequenc
 
     Every curve must have one value per context; the unit (bytes .. GiB) follows the largest.
     """
+    log_y = check_flag(log_y, "log_y")
     x = np.asarray(contexts, dtype=float)
     if x.ndim != 1 or len(x) < 2 or (x <= 0).any():
         raise ValueError(f"contexts must be at least 2 positive lengths, got {list(contexts)!r}")

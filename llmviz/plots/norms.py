@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from .._checks import check_int_in, check_positive, check_real, check_real_in
+from .._checks import check_flag, check_int_in, check_positive, check_real, check_real_in
 from ..ffn import activation_curve
 from ..norm.reduction import reduction_mask
 from ._data import to_numpy
@@ -191,6 +191,7 @@ def plot_activations(
     Returns:
         The Figure (1 or 2 axes, one line per activation on each).
     """
+    derivative = check_flag(derivative, "derivative")
     check_int_in(n, "n", 2)
     check_positive(beta, "beta")
     if not isinstance(x_range, (tuple, list)) or len(x_range) != 2:
@@ -237,6 +238,7 @@ def plot_depth_profile(
     Returns:
         The Axes.
     """
+    log_y = check_flag(log_y, "log_y")
     ax = get_ax(ax)
     if not values:
         raise ValueError("values is empty: pass {label: per-layer sequence}")

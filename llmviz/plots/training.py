@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 import torch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from .._checks import check_choice, check_positive_int
+from .._checks import check_choice, check_flag, check_positive_int
 
 from ..training.loop import History, LengthEval
 from ._style import PALETTE, get_ax
@@ -117,6 +117,7 @@ def plot_training_curves(
     Returns:
         The Axes.
     """
+    log_y = check_flag(log_y, "log_y")
     check_choice(metric, "metric", _CURVE_METRICS)
     check_positive_int(smooth, "smooth (a window of steps)")
     ax = get_ax(ax)
@@ -181,6 +182,7 @@ def plot_length_curves(
     Returns:
         The Axes.
     """
+    log_y = check_flag(log_y, "log_y")
     check_choice(metric, "metric", _LENGTH_METRICS)
     if not results:
         raise ValueError("results is empty; pass {scheme: LengthEval} for at least one scheme")
@@ -255,6 +257,7 @@ def plot_length_estimates(
     Returns:
         The Axes.
     """
+    log_y = check_flag(log_y, "log_y")
     if not isinstance(estimates, Mapping) or not estimates:
         raise ValueError("estimates must be a non-empty mapping {scheme: {length: Estimate}}")
     check_positive_int(legend_cols, "legend_cols")

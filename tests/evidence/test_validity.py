@@ -166,3 +166,16 @@ def test_box_and_record_show_size_checks_and_smallest_detectable_effect(tmp_path
     plain = Claim("x", summarize([1.0, 2.0, 3.0]), device="cpu", size="long record: 1600 steps")
     assert plain.record()["checks"] == [] and "Validity" not in plain._repr_html_()
     assert plain.record()["size"] == "long record: 1600 steps"
+
+
+def test_glue_without_register_writes_no_record(tmp_path, monkeypatch):
+    monkeypatch.setenv("LLMVIZ_CLAIMS_DIR", str(tmp_path))
+    monkeypatch.setenv("LLMVIZ_CHAPTER", "10_quoted_only")
+    claim = _claim()
+    glued = claim.glue("ch10_twin_live", register=False)
+    assert glued["ch10_twin_live_verdict"] == claim.verdict
+    assert not (tmp_path / "10_quoted_only.jsonl").exists()
+    claim.glue("ch10_twin")
+    assert (tmp_path / "10_quoted_only.jsonl").exists()
+    with pytest.raises(TypeError, match="register must be True or False, got 'no'"):
+        claim.glue("ch10_twin", register="no")

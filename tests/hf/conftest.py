@@ -147,6 +147,36 @@ FAMILIES = {
                    dict(head_dim=16, num_local_experts=4, num_experts_per_tok=2,
                         rope_parameters={"rope_type": "default", "rope_theta": 1e4,
                                          "partial_rotary_factor": 0.5})),
+    "ernie4_5_moe": ("Ernie4_5_MoeConfig", "Ernie4_5_MoeForCausalLM",
+                     dict(num_hidden_layers=3, head_dim=16, moe_num_experts=8, moe_k=2,
+                          moe_intermediate_size=32, moe_num_shared_experts=1, moe_layer_start_index=1)),
+    "hunyuan_v1_dense": ("HunYuanDenseV1Config", "HunYuanDenseV1ForCausalLM",
+                         dict(head_dim=16, attention_bias=True,
+                              rope_parameters={"rope_type": "dynamic", "alpha": 50.0, "rope_theta": 1e4,
+                                               "factor": 1.0})),
+    "hunyuan_v1_moe": ("HunYuanMoEV1Config", "HunYuanMoEV1ForCausalLM",
+                       dict(head_dim=16, num_experts=4, moe_topk=2, intermediate_size=32)),
+    "apertus": ("ApertusConfig", "ApertusForCausalLM", dict(head_dim=16, attention_bias=True)),
+    "deepseek_v2": ("DeepseekV2Config", "DeepseekV2ForCausalLM",
+                    dict(FAMILIES_MLA, topk_method="greedy", n_group=None, topk_group=None, num_experts_per_tok=3)),
+    "deepseek_v2-lite": ("DeepseekV2Config", "DeepseekV2ForCausalLM",  # V2-Lite: no q LoRA, greedy
+                         dict(FAMILIES_MLA, q_lora_rank=None, topk_method="greedy", n_group=None,
+                              topk_group=None, rope_parameters={"rope_type": "default", "rope_theta": 1e4})),
+    "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM",  # serial blocks: the parallel ones are refused
+                 dict(use_parallel_residual=False, num_key_value_heads=None,
+                      rope_parameters={"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.25})),
+    "bloom": ("BloomConfig", "BloomForCausalLM", {}),
+    "bloom-6heads": ("BloomConfig", "BloomForCausalLM", dict(hidden_size=48, n_head=6)),  # ALiBi's odd slopes
+    "falcon": ("FalconConfig", "FalconForCausalLM", {}),  # Falcon-7B: multi-query, parallel
+    "falcon-serial": ("FalconConfig", "FalconForCausalLM", dict(multi_query=False, parallel_attn=False)),
+    "falcon-new": ("FalconConfig", "FalconForCausalLM",  # grouped keys/values, one norm
+                   dict(new_decoder_architecture=True, num_kv_heads=2, num_ln_in_parallel_attn=1)),
+    "persimmon": ("PersimmonConfig", "PersimmonForCausalLM",
+                  dict(num_key_value_heads=None, rope_parameters={"rope_type": "default", "rope_theta": 1e4,
+                                                                  "partial_rotary_factor": 0.5})),
+    "gpt_bigcode": ("GPTBigCodeConfig", "GPTBigCodeForCausalLM", {}),  # multi-query
+    "gpt_bigcode-mha": ("GPTBigCodeConfig", "GPTBigCodeForCausalLM", dict(multi_query=False)),
+    "gpt_neo": ("GPTNeoConfig", "GPTNeoForCausalLM", {}),  # a global layer, then a local one
     "vaultgemma": ("VaultGemmaConfig", "VaultGemmaForCausalLM",
                    dict(head_dim=16, sliding_window=6, query_pre_attn_scalar=20,
                         attn_logit_softcapping=5.0, final_logit_softcapping=3.0)),
@@ -155,7 +185,18 @@ FAMILIES = {
 
 def build(config_cls: str, model_cls: str, **overrides):
     """A seeded tiny model of that class, norms and biases randomised, in eval mode."""
-    if config_cls == "GPT2Config":
+    if config_cls == "BloomConfig":
+        cfg = dict(vocab_size=V, hidden_size=64, n_layer=2, n_head=4, initializer_range=0.1,
+                   bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    elif config_cls == "GPTNeoConfig":
+        cfg = dict(vocab_size=V, hidden_size=64, num_layers=2, num_heads=4, max_position_embeddings=64,
+                   attention_types=[[["global", "local"], 1]], window_size=7, initializer_range=0.1,
+                   bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    elif config_cls == "FalconConfig":
+        cfg = dict(vocab_size=V, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                   max_position_embeddings=64, initializer_range=0.1, bos_token_id=1, eos_token_id=2,
+                   pad_token_id=0, bias=True)
+    elif config_cls in ("GPT2Config", "GPTBigCodeConfig"):
         cfg = dict(vocab_size=V, n_embd=64, n_layer=2, n_head=4, n_positions=64,
                    initializer_range=0.1, bos_token_id=1, eos_token_id=2)
     else:
@@ -169,7 +210,7 @@ def build(config_cls: str, model_cls: str, **overrides):
         hf = getattr(transformers, model_cls)(config).eval()
     with torch.no_grad():
         for name, p in hf.named_parameters():
-            if "norm" in name or "ln_" in name or name.endswith((".bias", "sinks", "_bias")):
+            if "norm" in name or "ln_" in name or name.endswith((".bias", "sinks", "_bias", ".alpha_p", ".alpha_n")):
                 p.add_(0.3 * torch.randn_like(p))
         for name, b in hf.named_buffers():
             if name.endswith("e_score_correction_bias"):  # DeepSeek-V3's choice bias

@@ -218,6 +218,17 @@ def test_anatomy_of_every_loaded_family_counts_both_models(family, make_hf):
     of the model transformers builds and of the model the bridge loads."""
     hf = make_hf(family)
     a = anatomy(hf.config)
-    assert a.total_params == sum(p.numel() for p in hf.parameters())
+    # trained parameters: ERNIE 4.5 MoE keeps its fixed choice bias as a frozen Parameter,
+    # llmviz as a buffer (DeepSeek-V3's choice bias is a buffer on both sides)
+    assert a.total_params == sum(p.numel() for p in hf.parameters() if p.requires_grad)
     assert a.total_params == sum(p.numel() for p in from_hf(hf).parameters())
     assert a.active_params <= a.total_params and len(a.layers) == hf.config.num_hidden_layers
+
+
+def test_anatomy_names_what_the_2026_families_add(make_hf):
+    assert anatomy(make_hf("hunyuan_v1_dense").config).qk_norm == "per head, after RoPE"
+    assert anatomy(make_hf("qwen3").config).qk_norm == "per head"
+    apertus = anatomy(make_hf("apertus").config)
+    assert (apertus.ffn, apertus.activation) == ("mlp", "xielu")
+    falcon = anatomy(make_hf("falcon").config)
+    assert (falcon.placement, falcon.n_kv_heads) == ("parallel", 1)

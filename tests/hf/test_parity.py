@@ -223,3 +223,33 @@ def test_bridge_family_features_are_represented(make_hf):
     assert (c.moe_score, c.moe_bias_balancing, c.qk_norm_scope, c.rotary_dim) == ("sigmoid", True, "all", 8)
     c = config_from_hf(make_hf("exaone_moe").config)
     assert (c.placement, c.nope_layers, c.moe_layers, c.n_shared_experts) == ("pre", (1, 3), (1, 2), 1)
+    c = config_from_hf(make_hf("ernie4_5_moe").config)  # softmax scores, a fixed choice bias
+    assert (c.moe_layers, c.moe_score, c.moe_bias_balancing, c.n_shared_experts, c.rope_layout) == (
+        (1, 2), "softmax", True, 1, "interleaved")
+    c = config_from_hf(make_hf("hunyuan_v1_dense").config)  # NTK-alpha: a fixed, stretched base
+    assert (c.attn_kind, c.qk_norm, c.attn_bias) == ("qk_norm_after_rope", "rms", True)
+    assert c.rope_base == pytest.approx(1e4 * 50.0 ** (16 / 14)) and c.rope_scaling is None
+    c = config_from_hf(make_hf("hunyuan_v1_moe").config)
+    assert (c.attn_kind, c.n_experts, c.n_shared_experts, c.expert_d_ff, c.moe_layers) == (
+        "qk_norm_after_rope", 4, 1, 32, None)
+    c = config_from_hf(make_hf("apertus").config)  # a plain MLP with the trainable xIELU
+    assert (c.ffn, c.qk_norm, c.attn_kind) == ("xielu", "rms", "standard")
+    c = config_from_hf(make_hf("deepseek_v2").config)  # softmax scores, never renormalised
+    assert (c.attn_kind, c.moe_score, c.moe_normalize, c.moe_scaling, c.moe_n_groups, c.moe_layers) == (
+        "mla", "softmax", False, 2.5, None, (1, 2))
+    c = config_from_hf(make_hf("deepseek_v2-lite").config)
+    assert (c.q_lora_rank, c.moe_n_groups) == (None, None)
+    c = config_from_hf(make_hf("gpt_neox").config)  # q/k/v fused per head, partial rotary
+    assert (c.norm, c.ffn, c.bias, c.rotary_dim, c.parallel, c.tie_embeddings) == ("layer", "mlp", True, 4, False, False)
+    c = config_from_hf(make_hf("bloom").config)  # ALiBi, a norm after the embedding, tied head
+    assert (c.position, c.embed_norm, c.norm, c.activation, c.tie_embeddings) == ("alibi", True, "layer", "gelu_tanh", True)
+    c = config_from_hf(make_hf("falcon").config)  # one key/value head, attention and MLP side by side
+    assert (c.n_kv_heads, c.parallel, c.norm, c.ffn, c.bias) == (1, True, "layer", "mlp", True)
+    assert (config_from_hf(make_hf("falcon-new").config).n_kv_heads, config_from_hf(make_hf("falcon-serial").config).parallel) == (2, False)
+    c = config_from_hf(make_hf("persimmon").config)  # LayerNorm QK-norm per head, squared ReLU
+    assert (c.qk_norm, c.qk_norm_scope, c.activation, c.rotary_dim, c.norm) == ("layer", "head", "relu2", 8, "layer")
+    c = config_from_hf(make_hf("gpt_bigcode").config)  # GPT-2's block with one key/value head
+    assert (c.n_kv_heads, c.position, c.activation) == (1, "learned", "gelu_tanh")
+    assert config_from_hf(make_hf("gpt_bigcode-mha").config).n_kv_heads == 4
+    c = config_from_hf(make_hf("gpt_neo").config)  # unscaled scores, a local layer of 7 keys
+    assert (c.layer_windows, c.query_pre_attn_scalar, c.attn_bias, c.o_bias) == ((None, 7), 1.0, False, True)

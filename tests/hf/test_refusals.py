@@ -236,3 +236,41 @@ def test_bridge_families_refuse_what_they_cannot_represent(make_hf):
     state["model.layers.1.post_mlp_layernorm.bias"] = torch.zeros(64)  # a norm bias GLM-4 lacks
     with pytest.raises(ValueError, match=r"left unused.*post_mlp_layernorm.bias"):
         from_hf(state, config=make_hf("glm4").config)
+
+
+def test_2026_families_refuse_what_they_cannot_represent(make_hf):
+    config = make_hf("hunyuan_v1_moe").config
+    config.moe_topk = [2, 1]  # one top-k per layer, as HunYuan's config may say
+    with pytest.raises(NotImplementedError, match=r"hunyuan_v1_moe: moe_topk=\[2, 1\] varies by layer"):
+        config_from_hf(config)
+    config = make_hf("ernie4_5_moe").config
+    config.use_bias = True
+    with pytest.raises(NotImplementedError, match="use_bias=True is not supported .*lm_head"):
+        config_from_hf(config)
+    config = make_hf("ernie4_5_moe").config
+    config.moe_norm_min = 0.5
+    with pytest.raises(NotImplementedError, match="moe_norm_min=0.5 can exceed"):
+        config_from_hf(config)
+    config = make_hf("deepseek_v2").config
+    config.topk_method = "group_limited_greedy"  # DeepSeek-V2 (236B): groups ranked by their best
+    with pytest.raises(NotImplementedError, match="topk_method='group_limited_greedy' is not supported: .*best softmax"):
+        config_from_hf(config)
+    # transformers' default DeepseekV2Config leaves num_experts_per_tok unset (None)
+    with pytest.raises(ValueError, match=r"deepseek_v2: n_routed_experts=64, num_experts_per_tok=None: .*needs both"):
+        config_from_hf(transformers.DeepseekV2Config(num_hidden_layers=2))
+    config = make_hf("apertus").config
+    config.hidden_act = "silu"
+    with pytest.raises(NotImplementedError, match="hidden_act='silu' is not supported .*xIELU"):
+        config_from_hf(config)
+    with pytest.raises(NotImplementedError, match="use_parallel_residual=True is not supported .*two different LayerNorms"):
+        config_from_hf(make_hf("gpt_neox", use_parallel_residual=True).config)
+    with pytest.raises(NotImplementedError, match="apply_residual_connection_post_layernorm=True is not supported"):
+        config_from_hf(make_hf("bloom", apply_residual_connection_post_layernorm=True).config)
+    with pytest.raises(NotImplementedError, match="num_ln_in_parallel_attn=2 is not supported .*two LayerNorms"):
+        config_from_hf(make_hf("falcon", new_decoder_architecture=True, num_kv_heads=2).config)
+    with pytest.raises(NotImplementedError, match="alibi=True is not supported"):
+        config_from_hf(make_hf("falcon", alibi=True).config)
+    config = make_hf("gpt_neo").config
+    config.attention_layers = ["global", "dilated"]
+    with pytest.raises(ValueError, match=r"gpt_neo: attention_layers=\['global', 'dilated'\]; expected"):
+        config_from_hf(config)

@@ -22,7 +22,7 @@ from llmviz.position import POSITION_SCHEMES
 
 MLA = dict(attn_kind="mla", kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=8)
 #: what each attention kind needs besides its name (a new kind adds a row or fails below)
-ATTN_NEEDS = {"standard": {}, "mla": MLA}
+ATTN_NEEDS = {"standard": {}, "mla": MLA, "qk_norm_after_rope": dict(qk_norm="rms")}
 #: what each position scheme needs (partial RoPE etc. are options of "rope", not kinds)
 POSITION_NEEDS = {name: {} for name in POSITION_SCHEMES}
 

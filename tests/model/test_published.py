@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from llmviz.model.zoo import PUBLISHED, ZOO, published_config
+from llmviz.model.zoo import PUBLISHED, SUB_1B, ZOO, published_config
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 #: A transformers config class called with no arguments: a class default standing for a model.
@@ -24,12 +24,7 @@ def _code(chapter: int) -> str:
     return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
 
 
-@pytest.mark.parametrize("chapter", [
-    pytest.param(14, marks=pytest.mark.xfail(strict=True, reason=(
-        "chapter 14 still reads MistralConfig(), SmolLM3Config(), GptOssConfig() ... class "
-        "defaults (SmolLM3Config() has RoPE base 2e6, the release 5e6); its owner moves them to "
-        "llmviz.model.zoo.published_config"))),
-    15, 16, 17, 18, 19])
+@pytest.mark.parametrize("chapter", [14, 15, 16, 17, 18, 19])
 def test_no_class_default_stands_for_a_model(chapter):
     code = _code(chapter)
     assert not DEFAULT_CALL.findall(code), f"chapter {chapter}: {DEFAULT_CALL.findall(code)}"
@@ -38,7 +33,7 @@ def test_no_class_default_stands_for_a_model(chapter):
             f"chapter {chapter} builds a transformers config itself; use published_config(name)")
 
 
-@pytest.mark.parametrize("chapter", [16, 17, 18, 19])
+@pytest.mark.parametrize("chapter", [14, 16, 17, 18, 19])
 def test_chapters_name_only_published_models(chapter):
     names = re.findall(r"published_config\(\s*\"([^\"]+)\"", _code(chapter))
     assert names, f"chapter {chapter} reads no published configuration"
@@ -53,7 +48,7 @@ def test_published_configs_agree_with_the_zoo(name):
     a = anatomy(published_config(name))
     if entry.zoo is None:
         return pytest.skip(f"{name} has no zoo row")
-    (row,) = [e for e in ZOO if e.name == entry.zoo]
+    (row,) = [e for e in ZOO + SUB_1B if e.name == entry.zoo]
     assert (a.n_layers, a.d_model, a.n_heads) == (row.n_layers, row.d_model, row.n_heads)
     if row.n_kv_heads is not None:
         assert a.n_kv_heads == row.n_kv_heads
@@ -82,3 +77,10 @@ def test_published_values_the_review_checked():
 def test_unknown_name_is_refused():
     with pytest.raises(ValueError, match="no published configuration named 'Gemma 3 2.6B'"):
         published_config("Gemma 3 2.6B")
+
+
+def test_every_sub_1b_row_has_a_published_config():
+    rows = {entry.zoo for entry in PUBLISHED.values()}
+    assert {row.name for row in SUB_1B} <= rows, {row.name for row in SUB_1B} - rows
+    assert all(row.params_b < 1 for row in SUB_1B)
+    assert not {row.name for row in SUB_1B} & {row.name for row in ZOO}

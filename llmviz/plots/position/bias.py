@@ -21,6 +21,7 @@ from ...attention.masks import causal_mask
 from ...attention.metrics import mass_by_distance
 from .._data import to_numpy
 from .._style import DIVERGING, PALETTE, SEQUENTIAL, get_ax
+from ..._checks import check_flag
 
 __all__ = [
     "plot_heatmap",
@@ -54,6 +55,7 @@ def plot_heatmap(
     """One (T, S) matrix with its OWN colour bar, for quantities that must not share a scale
     (an index next to a score). ``symmetric``: scale ``[-max|v|, max|v|]``, else ``[min, max]``.
     """
+    symmetric = check_flag(symmetric, "symmetric")
     a = to_numpy(matrix)
     if a.ndim != 2:
         raise ValueError(f"matrix must be (T, S), got shape {a.shape}")
@@ -94,6 +96,7 @@ def plot_shared_heatmaps(
     linear within ``±log_scale`` and logarithmic beyond, still shared by every panel: values
     that differ by constant factors (ALiBi heads) then differ by constant colour steps.
     """
+    symmetric = check_flag(symmetric, "symmetric")
     arrays = [to_numpy(m) for m in maps]
     if not arrays:
         raise ValueError("maps is empty; pass at least one (T, S) map and its title")
@@ -131,6 +134,9 @@ def plot_shared_heatmaps(
 # ----------------------------------------------------------------------------- ALiBi
 def plot_alibi_slopes(slopes: Any | dict[str, Any], *, ax=None):
     """Slope per head on a log scale (a geometric sequence is a straight line)."""
+    if slopes is None:
+        raise TypeError("slopes must be the heads' slopes (a tensor, array or list, e.g. "
+                        "alibi_slopes(8)) or a dict of them by label, got None")
     ax = get_ax(ax, figsize=(6.0, 3.5))
     series = slopes if isinstance(slopes, dict) else {"slopes": slopes}
     n = len(series)
@@ -161,6 +167,7 @@ def plot_alibi_bias(
     :func:`plot_shared_heatmaps`), so that heads whose slopes differ by factors of 2 all
     separate on one scale.
     """
+    mask_future = check_flag(mask_future, "mask_future")
     b = to_numpy(bias)
     if b.ndim != 3:
         raise ValueError(f"bias must be (H, T, S), got shape {b.shape}")
@@ -180,6 +187,7 @@ def plot_attention_mass_vs_distance(
     weights: Any, *, cumulative: bool = True, ax=None, labels: Sequence[str] | None = None
 ):
     """Per head: how much attention lands within distance d (cumulative) or at d."""
+    cumulative = check_flag(cumulative, "cumulative")
     ax = get_ax(ax, figsize=(7.0, 3.8))
     mass = mass_by_distance(weights).double().numpy()  # (H, S)
     if cumulative:

@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..._checks import check_int_in
+from ..._checks import check_flag, check_int_in
 from .._data import curve, to_numpy
 from .._style import PALETTE, SEQUENTIAL, get_ax
 
@@ -198,6 +198,7 @@ def plot_rope_decay(offsets: Any, bound: Any, actual: Any | Sequence[Any], *, ax
     ``normalise=True`` divides every curve by its own largest absolute value, so the *shapes*
     can be compared when the bound is far above the scores (it usually is).
     """
+    normalise = check_flag(normalise, "normalise")
     x = curve(offsets, "offsets")
     actual_list = list(actual) if isinstance(actual, (list, tuple)) else [actual]
     curve(bound, "bound", len(x))

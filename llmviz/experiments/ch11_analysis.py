@@ -1,0 +1,170 @@
+"""Reading chapter 11's runs (live or recorded): Xiong et al.'s gradients, the learning-rate
+sweep and depth, as checks and claims decided from the data.
+
+The same functions read a live ``cpu`` run and the ``long`` record, so the chapter sets the two
+side by side.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..evidence import (Check, Claim, beats_baseline, paired, paired_ratio, positive_control,
+                        summarize)
+from . import ch11
+
+__all__ = ["CHAPTER", "LEFT", "xiong_claims", "lr_table", "lr_star", "lr_checks", "lr_claims",
+           "depth_gap", "depth_checks", "depth_claims"]
+
+CHAPTER = "11_residual_and_norm_placement"
+#: a run "trains" if it ends below the byte bigram; a run "fails" if it ends within this many
+#: nats of the unigram plateau, above it, or diverged
+LEFT = 0.25
+
+
+def _v(runs, variant: str, key: str) -> list[float]:
+    return runs.values(variant, key)
+
+
+# --- Xiong et al. -----------------------------------------------------------------------------
+
+def xiong_claims(runs, size: Any, depths=(6, 48), layers: int = 12, init: str = "xavier",
+                 suffix: str = "") -> dict[str, Claim]:
+    """Three claims on the feed-forward gradient at initialisation (paired over seeds):
+
+    * ``post_grows``: in a ``layers``-deep post-norm stack the last layer's gradient is larger
+      than the first's (Xiong et al.: post-norm's gradient grows towards the output);
+    * ``pre_shrinks``: pre-norm's last-layer gradient is smaller at ``depths[1]`` layers than at
+      ``depths[0]`` (their bound falls as 1/sqrt(L));
+    * ``post_flat``: post-norm's last-layer gradient falls less with depth than pre-norm's.
+    """
+    lo, hi = depths
+    g = {(p, L, k): _v(runs, f"{p} L={L} {init}", k) for p in ch11.PLACEMENTS for L in (lo, hi, layers)
+         for k in ("first", "last")}
+    kw = dict(size=size, chapter=CHAPTER, fmt=".2f")
+    post_ratio = [a / b for a, b in zip(g["post", hi, "last"], g["post", lo, "last"])]
+    pre_ratio = [a / b for a, b in zip(g["pre", hi, "last"], g["pre", lo, "last"])]
+    return {
+        "post_grows": Claim(
+            f"At initialisation ({init}) the last layer of a {layers}-layer post-norm stack gets a "
+            "larger feed-forward gradient than its first layer", paired_ratio(
+                g["post", layers, "last"], g["post", layers, "first"]), threshold=1.0,
+            direction=">", quantity=f"gradient norm, last / first layer, post-norm, {layers} layers",
+            id=f"ch11_xiong_post_grows{suffix}", **kw),
+        "pre_shrinks": Claim(
+            f"Pre-norm's last-layer feed-forward gradient at initialisation is smaller at {hi} layers "
+            f"than at {lo}", paired_ratio(g["pre", hi, "last"], g["pre", lo, "last"]), threshold=1.0,
+            direction="<", quantity=f"last-layer gradient norm, pre-norm, {hi} / {lo} layers",
+            id=f"ch11_xiong_pre_shrinks{suffix}", **kw),
+        "post_flat": Claim(
+            f"Post-norm's last-layer gradient falls less from {lo} to {hi} layers than pre-norm's",
+            paired_ratio(post_ratio, pre_ratio), threshold=1.0, direction=">",
+            quantity=f"(post {hi}/{lo}) / (pre {hi}/{lo}), last-layer gradient",
+            id=f"ch11_xiong_post_flat{suffix}", **kw),
+    }
+
+
+# --- the learning-rate sweep ------------------------------------------------------------------
+
+def lr_table(runs, lrs=ch11.LRS, warmups=("0", "1")) -> dict[tuple[str, str, str], dict]:
+    """``{(placement, warmup, lr): {"loss": [...], "diverged": k}}`` from a sweep's runs (the
+    variants that are there)."""
+    out = {}
+    for w in warmups:
+        for p in ch11.PLACEMENTS:
+            for lr in lrs:
+                name = f"{p} lr={lr} warmup={w}"
+                try:
+                    loss = _v(runs, name, "loss")
+                except KeyError:
+                    continue
+                out[p, w, lr] = {"loss": loss, "diverged": int(sum(_v(runs, name, "diverged")))}
+    return out
+
+
+def _trains(cell: dict, bigram: float) -> bool:
+    return max(cell["loss"]) < bigram
+
+
+def _fails(cell: dict, plateau: float) -> bool:
+    return min(cell["loss"]) > plateau - LEFT or cell["diverged"] == len(cell["loss"])
+
+
+def lr_star(table: dict, bigram: float, warmup: str = "0") -> str | None:
+    """The largest learning rate at which pre-norm trains in every seed (ends below the bigram),
+    chosen from pre-norm's runs alone; None if there is none."""
+    ok = [lr for (p, w, lr), cell in table.items() if p == "pre" and w == warmup
+          and _trains(cell, bigram)]
+    return max(ok, key=float) if ok else None
+
+
+def lr_checks(table: dict, bigram: float, plateau: float, warmup: str = "0") -> list[Check]:
+    """Pre-norm trains somewhere on the grid (so the sweep can rank), and the failure measure
+    fires where failure is certain: at the grid's largest rate pre-norm fails too."""
+    star = lr_star(table, bigram, warmup)
+    top = max((lr for (p, w, lr) in table if p == "pre" and w == warmup), key=float)
+    cell = table["pre", warmup, top]
+    found = (beats_baseline(table["pre", warmup, star]["loss"], bigram,
+                            name=f"pre-norm beats the byte bigram at lr {star}")
+             if star is not None else
+             Check("pre-norm beats the byte bigram at some rate", False, "at no rate of the grid"))
+    control = positive_control(
+        f"the failure measure fires where failure is certain (pre-norm at lr {top})",
+        _fails(cell, plateau),
+        f"losses {' / '.join(f'{x:.2f}' for x in cell['loss'])}, diverged {cell['diverged']}, "
+        f"plateau {plateau:.2f}")
+    return [found, control]
+
+
+def lr_claims(table: dict, size: Any, bigram: float, plateau: float,
+              suffix: str = "") -> dict[str, Claim]:
+    """At lr*, the largest rate at which pre-norm trains without warmup: post-norm ends at least
+    ``LEFT`` nats behind it (``post_behind``); and warmup lowers post-norm's loss there by more
+    than 0.05 nats (``warmup_rescues``)."""
+    checks = lr_checks(table, bigram, plateau)
+    star = lr_star(table, bigram) or max((lr for (p, w, lr) in table if p == "pre" and w == "0"),
+                                         key=float)
+    kw = dict(size=size, chapter=CHAPTER, fmt=".2f", checks=checks)
+    post, pre = table["post", "0", star]["loss"], table["pre", "0", star]["loss"]
+    out = {"post_behind": Claim(
+        f"At the largest rate at which pre-norm trains without warmup (lr {star}), post-norm ends "
+        f"at least {LEFT:g} nats behind it", paired(post, pre), threshold=LEFT, direction=">",
+        quantity=f"loss(post) - loss(pre) at lr {star}, no warmup", id=f"ch11_lr_post_behind{suffix}",
+        **kw)}
+    if ("post", "1", star) in table:
+        out["warmup_rescues"] = Claim(
+            f"At lr {star}, warmup lowers post-norm's final loss by more than 0.05 nats",
+            paired(post, table["post", "1", star]["loss"]), threshold=0.05, direction=">",
+            quantity=f"loss(no warmup) - loss(warmup), post-norm, lr {star}",
+            id=f"ch11_lr_warmup_rescues{suffix}", **kw)
+    return out
+
+
+# --- depth ------------------------------------------------------------------------------------
+
+def depth_gap(runs, L: int) -> list[float]:
+    """Per seed: loss(post-norm) - loss(pre-norm) at ``L`` layers."""
+    return [a - b for a, b in zip(_v(runs, f"post L={L}", "loss"), _v(runs, f"pre L={L}", "loss"))]
+
+
+def depth_checks(runs, bigram: float, depths) -> list[Check]:
+    """Pre-norm beats the byte bigram at every depth: the yardstick has learned more than
+    one byte of context."""
+    return [beats_baseline({f"pre L={L}": _v(runs, f"pre L={L}", "loss") for L in depths}, bigram,
+                           name="pre-norm beats the byte bigram at every depth")]
+
+
+def depth_claims(runs, size: Any, bigram: float, depths=(6, 24), suffix: str = "") -> dict[str, Claim]:
+    """``deep``: post-norm ends at least 0.1 nats behind pre-norm at the deepest depth;
+    ``depth``: the post-minus-pre gap is larger at the deepest than at the shallowest depth."""
+    lo, hi = min(depths), max(depths)
+    kw = dict(size=size, chapter=CHAPTER, fmt=".2f", checks=depth_checks(runs, bigram, depths))
+    return {
+        "deep": Claim(f"Post-norm fails at {hi} layers: it ends at least 0.1 nats behind pre-norm of "
+                      "the same depth", summarize(depth_gap(runs, hi)), threshold=0.1, direction=">",
+                      quantity=f"loss(post) - loss(pre), {hi} layers", id=f"ch11_depth_deep{suffix}", **kw),
+        "depth": Claim(f"Depth hurts post-norm more than pre-norm: the post-minus-pre gap is larger at "
+                       f"{hi} layers than at {lo}", paired(depth_gap(runs, hi), depth_gap(runs, lo)),
+                       threshold=0.0, direction=">", quantity=f"gap({hi} layers) - gap({lo} layers)",
+                       id=f"ch11_depth_grows{suffix}", **kw),
+    }

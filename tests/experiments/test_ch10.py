@@ -1,0 +1,62 @@
+"""Chapter 10's LayerNorm-vs-RMSNorm experiment: the norms used, prefixes, baselines, claims."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from llmviz.evidence import CANNOT_DECIDE
+from llmviz.evidence.seeds import Runs
+from llmviz.experiments import ch10, ch10_analysis
+from llmviz.norm import LayerNorm, RMSNorm
+
+TINY = dict(ch10.SIZES["cpu"], d_model=16, n_layers=1, steps=4, curve_every=2, batch_size=4)
+
+
+def test_each_variant_trains_with_its_norm_everywhere():
+    run = ch10.norm_run("LayerNorm", 0, **TINY)
+    assert len(run["curve"]) == 3 and run["val_loss"] == run["curve"][-1]
+    part = ch10.norm_run("LayerNorm", 0, prefix=2, **TINY)
+    assert part["curve"] == pytest.approx(run["curve"][:2], rel=1e-5)
+    other = ch10.norm_run("RMSNorm", 0, **TINY)
+    assert other["curve"][0] != run["curve"][0]  # a different model, same seed
+
+
+def test_the_config_carries_the_variants_norm():
+    from llmviz.model import DecoderLM
+    from llmviz.model.presets import llama2
+    for variant, kind in ch10.VARIANTS.items():
+        m = DecoderLM(llama2(d_model=16, n_layers=1, n_heads=4, n_kv_heads=2, max_seq_len=8, norm=kind))
+        norms = [mod for mod in m.modules() if isinstance(mod, (LayerNorm, RMSNorm))]
+        want = LayerNorm if variant == "LayerNorm" else RMSNorm
+        assert norms and all(isinstance(n, want) for n in norms), variant
+
+
+def test_ngram_baselines_are_scored_on_the_models_targets():
+    losses = ch10.ngram_losses(64, (1, 2))
+    assert losses[1] > losses[2] > 0
+    assert len(ch10.val_targets(64)) == len(ch10._windows(64)) * 63
+
+
+def test_bad_input_names_the_fix():
+    with pytest.raises(ValueError, match="unknown variant 'BatchNorm'"):
+        ch10.norm_run("BatchNorm", 0, **TINY)
+    with pytest.raises(ValueError, match=r"prefix must be an int .* \[1, 4\]"):
+        ch10.norm_run("RMSNorm", 0, prefix=9, **TINY)
+
+
+def _runs(rms, layer):
+    return Runs({s: {"RMSNorm": {"val_loss": a}, "LayerNorm": {"val_loss": b}}
+                 for s, (a, b) in enumerate(zip(rms, layer))})
+
+
+def test_equivalence_claims_on_known_data():
+    same = _runs([1.200, 1.251, 1.300], [1.201, 1.250, 1.302])
+    claims = ch10_analysis.norm_claims(same, "test", ngram5=1.34)
+    assert {c.verdict for c in claims.values()} == {"holds"}
+    worse = _runs([1.30, 1.36, 1.40], [1.20, 1.25, 1.31])
+    assert ch10_analysis.norm_claims(worse, "test", ngram5=1.5)["not_worse"].verdict == "does not hold"
+    # both models lose to the 5-gram: the comparison cannot decide
+    assert ch10_analysis.norm_claims(same, "test", ngram5=1.1)["not_worse"].verdict == CANNOT_DECIDE
+    noisy = _runs([1.0, 1.3, 1.1], [1.2, 1.0, 1.25])
+    assert ch10_analysis.norm_claims(noisy, "test", ngram5=1.5)["not_better"].verdict == CANNOT_DECIDE

@@ -1,0 +1,103 @@
+"""Chapter 11's experiments: Xiong et al.'s gradients, the learning-rate sweep, depth."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from llmviz.evidence import CANNOT_DECIDE
+from llmviz.evidence.seeds import Runs
+from llmviz.experiments import ch11, ch11_analysis
+
+TINY = dict(d_model=16, n_layers=2, steps=4, warmup=2, batch=2, curve_every=2, val_windows=8)
+
+
+def test_grad_profile_is_the_autograd_gradient_of_each_ffn():
+    p = dict(d_model=16, batch=2, seq_len=16)
+    out = ch11.grad_profile("post L=3 xavier", 0, **p)
+    assert len(out["ffn_grad"]) == 3 and out["first"] == out["ffn_grad"][0] and out["last"] == out["ffn_grad"][-1]
+    # independently: rebuild the same model and batch, take the up_proj gradient alone
+    torch.manual_seed(0)
+    model = ch11.model_for("post", 3, 16, "xavier")
+    x, y = ch11.random_batches(ch11.data()[0], batch_size=2, seq_len=16,
+                               generator=torch.Generator().manual_seed(0))
+    torch.nn.functional.cross_entropy(model(x).logits.flatten(0, 1), y.flatten()).backward()
+    up = model.layers[2].mlp.up_proj.weight.grad.norm().item()
+    down = model.layers[2].mlp.down_proj.weight.grad.norm().item()
+    assert out["last"] == pytest.approx(math.hypot(up, down), rel=1e-5)
+    assert ch11.grad_profile("post L=3 xavier", 0, prefix=1, **p) == out  # nothing is trained
+
+
+def test_xavier_init_drops_the_residual_scaling():
+    torch.manual_seed(0)
+    book = ch11.model_for("pre", 8, 64, "book")
+    torch.manual_seed(0)
+    xav = ch11.model_for("pre", 8, 64, "xavier")
+    down_b, down_x = book.layers[0].mlp.down_proj.weight, xav.layers[0].mlp.down_proj.weight
+    assert down_b.std().item() == pytest.approx(64 ** -0.5 / 4, rel=0.1)  # 1/sqrt(C)/sqrt(2L)
+    assert down_x.std().item() == pytest.approx(math.sqrt(2 / sum(down_x.shape)), rel=0.1)
+
+
+def test_training_run_prefix_and_divergence():
+    full = ch11.train_placement("pre", 2, 1e-2, 2, 0, TINY)
+    assert len(full["curve"]) == 3 and full["loss"] == full["curve"][-1] and full["diverged"] == 0.0
+    part = ch11.train_placement("pre", 2, 1e-2, 2, 0, TINY, prefix=2)
+    assert part["curve"] == pytest.approx(full["curve"][:2], rel=1e-5)
+    blown = ch11.train_placement("post", 2, 1e4, 0, 0, dict(TINY, steps=20, curve_every=10))
+    assert blown["diverged"] == 1.0 and blown["loss"] == ch11.UNIFORM and len(blown["curve"]) == 3
+
+
+def test_variant_names_parse_and_bad_input_names_the_fix():
+    assert ch11.parse_variant("post lr=1e-2 warmup=0") == {"placement": "post", "lr": "1e-2", "warmup": "0"}
+    assert ch11.parse_variant("pre L=6 xavier") == {"placement": "pre", "L": "6", "init": "xavier"}
+    assert len(ch11.lr_variants()) == 2 * 2 * len(ch11.LRS)
+    with pytest.raises(ValueError, match="must start with one of"):
+        ch11.parse_variant("sandwich L=6")
+    with pytest.raises(ValueError, match="init must be 'book' or 'xavier'"):
+        ch11.model_for("pre", 2, 16, "kaiming")
+    with pytest.raises(ValueError, match=r"prefix must be an int .* \[1, 4\]"):
+        ch11.train_placement("pre", 2, 1e-2, 2, 0, TINY, prefix=0)
+
+
+def _sweep(cells):
+    """cells: {(placement, warmup, lr): [loss per seed]} -> Runs."""
+    return Runs({s: {f"{p} lr={lr} warmup={w}": {"loss": v[s], "diverged": float(v[s] >= ch11.UNIFORM)}
+                     for (p, w, lr), v in cells.items()} for s in range(3)})
+
+
+def test_lr_claims_on_known_data():
+    big = ch11.UNIFORM
+    cells = {("pre", "0", "1e-2"): [2.0, 2.1, 2.0], ("pre", "0", "1e-1"): [2.1, 2.2, 2.15],
+             ("pre", "0", "1"): [big, big, big], ("post", "0", "1e-2"): [2.2, 2.3, 2.2],
+             ("post", "0", "1e-1"): [3.4, 3.5, 3.3], ("post", "0", "1"): [big, big, big],
+             ("post", "1", "1e-1"): [2.3, 2.2, 2.4]}
+    table = ch11_analysis.lr_table(_sweep(cells))
+    assert ch11_analysis.lr_star(table, bigram=2.4) == "1e-1"
+    claims = ch11_analysis.lr_claims(table, "test", bigram=2.4, plateau=3.4)
+    assert claims["post_behind"].verdict == "holds"
+    assert claims["warmup_rescues"].verdict == "holds"
+    # if pre-norm at the top rate does not fail, the control fails and nothing is decided
+    cells[("pre", "0", "1")] = [2.3, 2.3, 2.35]
+    table = ch11_analysis.lr_table(_sweep(cells))
+    assert ch11_analysis.lr_claims(table, "test", bigram=2.4, plateau=3.4)["post_behind"].verdict == CANNOT_DECIDE
+
+
+def test_depth_and_xiong_claims_on_known_data():
+    loss = {"post L=6": [2.0, 2.1, 2.0, 2.05], "pre L=6": [1.9, 1.95, 1.92, 1.9],
+            "post L=24": [3.4, 3.3, 3.45, 3.4], "pre L=24": [1.9, 1.92, 1.91, 1.88]}
+    runs = Runs({s: {v: {"loss": x[s]} for v, x in loss.items()} for s in range(4)})
+    c = ch11_analysis.depth_claims(runs, "test", bigram=2.4)
+    assert c["deep"].verdict == "holds" and c["depth"].verdict == "holds"
+    assert ch11_analysis.depth_claims(runs, "test", bigram=1.5)["deep"].verdict == CANNOT_DECIDE
+    g = {}
+    for s in range(3):
+        g[s] = {}
+        for L in (6, 12, 48):
+            e = 1 + 0.01 * s
+            g[s][f"post L={L} xavier"] = {"first": 0.5 * e, "last": 0.9 * e}
+            g[s][f"pre L={L} xavier"] = {"first": 0.6 * e, "last": 0.3 * e * (6 / L) ** 0.5 * (1 + 0.02 * s)}
+    x = ch11_analysis.xiong_claims(Runs(g), "test")
+    assert {k: v.verdict for k, v in x.items()} == {"post_grows": "holds", "pre_shrinks": "holds",
+                                                     "post_flat": "holds"}
