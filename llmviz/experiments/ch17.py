@@ -46,18 +46,19 @@ def variants(*, d_model, n_layers, n_heads, **_) -> dict:
 
 def mla_run(variant: str, seed: int, *, prefix: int | None = None, **params) -> dict:
     """Train ``variant`` on ``seed``; return ``{"loss", "curve" (held-out loss at step 0,
-    eval_every, ...), "params"}``. With ``prefix`` it stops after that many steps and returns
-    the curve so far."""
+    eval_every, ...), "params"}``. With ``prefix`` it keeps the full run's learning-rate
+    schedule, stops at the first curve point at or past ``prefix`` steps and returns the curve
+    so far (the start of the full run's)."""
     from ..model import DecoderLM
     from ..runtime import device as best_device
-    from ..training import TrainConfig, train
+    from ..training import TrainConfig
+    from ._prefix import scored_run
     from .ch16 import data, eval_windows
 
     configs = variants(**params)
     if variant not in configs:
         raise ValueError(f"variant={variant!r} is not one of {VARIANTS}")
     dev = best_device()
-    steps = params["steps"] if prefix is None else min(int(prefix), params["steps"])
     train_tokens, _ = data()
     windows = eval_windows(**params).to(dev)
     torch.manual_seed(seed)
@@ -69,15 +70,12 @@ def mla_run(variant: str, seed: int, *, prefix: int | None = None, **params) -> 
         return {"loss": float(torch.nn.functional.cross_entropy(logits.flatten(0, 1),
                                                                 windows[:, 1:].flatten()))}
 
-    model.eval()
-    curve = [val_loss(model)["loss"]]
-    if steps > 0:
-        hist = train(model.train(), train_tokens, config=TrainConfig(
-            steps=steps, lr=params["lr"], warmup=params["warmup"], batch_size=params["batch"],
-            seq_len=params["seq_len"], eval_every=params["eval_every"], seed=seed, device=dev),
-            progress=False, callbacks={"m": lambda step, m: val_loss(m)})
-        curve += [hist.metrics["m.loss"][i] for i, s in enumerate(hist.metric_steps)
-                  if s % params["eval_every"] == 0]
+    # the full run's schedule even for a prefix, so a prefix's curve is the record's start
+    curves = scored_run(model, train_tokens, TrainConfig(
+        steps=params["steps"], lr=params["lr"], warmup=params["warmup"],
+        batch_size=params["batch"], seq_len=params["seq_len"], eval_every=params["eval_every"],
+        seed=seed, device=dev), lambda step, m: val_loss(m), prefix=prefix)
+    curve = curves["loss"]
     if prefix is not None:
         return {"curve": curve}
     model.eval()
@@ -86,6 +84,7 @@ def mla_run(variant: str, seed: int, *, prefix: int | None = None, **params) -> 
 
 
 MLA = Experiment(
-    "ch17_mla", mla_run, variants=VARIANTS, seeds=SEEDS, sizes=SIZES, prefix=100,
+    "ch17_mla", mla_run, variants=VARIANTS, seeds=SEEDS, sizes=SIZES,
+    prefix={"cpu": 100, "long": 200},  # two curve points after step 0
     description="byte-level MLA against one-head GQA at the same cache bytes per token, with "
                 "multi-head attention (4x the cache) as the control")
