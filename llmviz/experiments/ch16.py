@@ -25,13 +25,17 @@ import torch
 from ..evidence import Experiment
 
 __all__ = ["VARIANTS", "MOE_VARIANTS", "SEEDS", "SIZES", "MOE", "variants", "moe_run", "router_grad_norm",
-           "data", "bigram_loss", "eval_windows"]
+           "data", "bigram_loss", "eval_windows", "FACTORS", "SENTENCE"]
 
 VARIANTS = ("dense", "dense 4x FFN", "MoE, no balancing", "MoE + balancing loss",
             "MoE + bias balancing")
 MOE_VARIANTS = VARIANTS[2:]
 SEEDS = (0, 1, 2)
 N_EXPERTS = 4
+#: Capacity factors the held-out routing of every MoE run is replayed against (dropped share).
+FACTORS = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
+#: The sentence whose layer-0 routing every MoE run records (drawn in the chapter).
+SENTENCE = "The for statement is used to iterate over the elements of a sequence."
 SIZES = {
     "cpu": dict(d_model=64, d_ff=128, n_layers=2, steps=180, lr=3e-3, warmup=20, batch=16,
                 seq_len=64, eval_every=30, val_windows=128, aux_coef=0.01, bias_rate=1e-2),
@@ -105,20 +109,26 @@ def moe_run(variant: str, seed: int, *, prefix: int | None = None, save_to: str 
             **params) -> dict:
     """Train ``variant`` on ``seed``; return ``{"loss", "curve", "params"}`` and, for an MoE,
     ``"imbalance"`` (busiest / mean load, mean over layers), ``"load"`` (``{"layer0": [share of
-    each expert], ...}`` on the held-out windows) and ``"course"`` (``{"e0": [layer 0's share
-    at step 0, eval_every, ...], ...}``). ``save_to``: a file to save the trained weights in."""
+    each expert], ...}`` on the held-out windows), ``"course"`` (``{"e0": [layer 0's share
+    at step 0, eval_every, ...], ...}``), ``"dropped"`` (layer 0's held-out assignments dropped
+    at each capacity factor of :data:`FACTORS`) and ``"text"`` (``{"e0": [layer 0's router
+    probability of expert 0 for each byte of :data:`SENTENCE`], ...}``). ``save_to``: a file to
+    save the trained weights in. With ``prefix`` the run keeps the full run's learning-rate
+    schedule, stops at the first curve point at or past ``prefix`` steps and returns only
+    ``"curve"`` (and ``"course"``), the start of what the full run records."""
     import numpy as np
 
-    from ..moe import load_imbalance
+    from ..moe import expert_capacity, load_imbalance, plan_dispatch
+    from ..training.data import ByteTokenizer
     from ..model import DecoderLM
     from ..runtime import device as best_device
-    from ..training import TrainConfig, train
+    from ..training import TrainConfig
+    from ._prefix import scored_run
 
     configs = variants(**params)
     if variant not in configs:
         raise ValueError(f"variant={variant!r} is not one of {VARIANTS}")
     dev = best_device()
-    steps = params["steps"] if prefix is None else min(int(prefix), params["steps"])
     train_tokens, _ = data()
     windows = eval_windows(**params).to(dev)
     probe = windows[:32, :-1]
@@ -137,25 +147,19 @@ def moe_run(variant: str, seed: int, *, prefix: int | None = None, save_to: str 
             load = m(probe).moe[0].load.float()
         return (load / load.sum()).tolist()
 
-    def callback(step, m):
+    def score(step, m):
         row = {"loss": val_loss(m)[0]}
         if moe:
             row.update({f"e{e}": s for e, s in enumerate(shares(m))})
         return row
 
-    model.eval()
-    first = callback(0, model)
-    curve = [first["loss"]]
-    course = {f"e{e}": [first[f"e{e}"]] for e in range(N_EXPERTS)} if moe else {}
-    if steps > 0:
-        hist = train(model.train(), train_tokens, config=TrainConfig(
-            steps=steps, lr=params["lr"], warmup=params["warmup"], batch_size=params["batch"],
-            seq_len=params["seq_len"], eval_every=params["eval_every"], seed=seed, device=dev),
-            progress=False, callbacks={"m": callback})
-        keep = [i for i, s in enumerate(hist.metric_steps) if s % params["eval_every"] == 0]
-        curve += [hist.metrics["m.loss"][i] for i in keep]
-        for key in course:
-            course[key] += [hist.metrics[f"m.{key}"][i] for i in keep]
+    # the full run's schedule even for a prefix, so a prefix's curve is the record's start
+    curves = scored_run(model, train_tokens, TrainConfig(
+        steps=params["steps"], lr=params["lr"], warmup=params["warmup"],
+        batch_size=params["batch"], seq_len=params["seq_len"], eval_every=params["eval_every"],
+        seed=seed, device=dev), score, prefix=prefix)
+    curve = curves.pop("loss")
+    course = curves if moe else {}
     if prefix is not None:  # what is measured at fixed steps only (the reproducibility check)
         return {"curve": curve, "course": course} if moe else {"curve": curve}
     model.eval()
@@ -168,10 +172,17 @@ def moe_run(variant: str, seed: int, *, prefix: int | None = None, save_to: str 
         row["load"] = {f"layer{i}": (info.load.float() / info.load.sum()).tolist()
                        for i, info in enumerate(out.moe)}
         row["course"] = course
+        idx = out.moe[0].routing.indices.cpu()  # (N, 1): layer 0's choice per held-out token
+        row["dropped"] = [plan_dispatch(idx, N_EXPERTS, capacity=expert_capacity(
+            idx.shape[0], 1, N_EXPERTS, f)).n_dropped / idx.numel() for f in FACTORS]
+        with torch.no_grad():
+            probs = model(ByteTokenizer().encode(SENTENCE)[None].to(dev)).moe[0].routing.probs
+        row["text"] = {f"e{e}": probs[:, e].float().cpu().tolist() for e in range(N_EXPERTS)}
     return row
 
 
 MOE = Experiment(
-    "ch16_moe", moe_run, variants=VARIANTS, seeds=SEEDS, sizes=SIZES, prefix=30,
+    "ch16_moe", moe_run, variants=VARIANTS, seeds=SEEDS, sizes=SIZES,
+    prefix={"cpu": 60, "long": 200},  # two curve points after step 0
     description="byte-level MoE (Switch gate, top-1) against dense and dense 4x FFN at matched "
                 "active compute, with no balancing, the balancing loss, and bias balancing")

@@ -90,11 +90,11 @@ def multi_query_recall(
 
 
 @torch.no_grad()
-def recall_accuracy(model: torch.nn.Module, task: Task, *, per_sequence: bool = False) -> Tensor:
-    """Share of masked positions where the model's top token is the target.
+def _query_hits(model: torch.nn.Module, task: Task) -> Tensor:
+    """``(B, T)`` bool: where the model, scored in eval mode, puts its top token on the target.
 
-    ``per_sequence=True``: one accuracy per sequence ``(B,)`` (for paired comparisons);
-    otherwise a scalar tensor.
+    The one forward pass behind :func:`recall_accuracy` and :func:`recall_by_position` (the
+    model's train/eval mode is restored afterwards; unmasked positions are included).
     """
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -103,10 +103,22 @@ def recall_accuracy(model: torch.nn.Module, task: Task, *, per_sequence: bool = 
                         "build one with multi_query_recall")
     was = model.training
     model.eval()
-    out = model(task.inputs)
-    model.train(was)
+    try:
+        out = model(task.inputs)
+    finally:
+        model.train(was)
     logits = out.logits if hasattr(out, "logits") else out
-    hit = (logits.argmax(-1) == task.targets) & task.mask
+    return logits.argmax(-1) == task.targets
+
+
+@torch.no_grad()
+def recall_accuracy(model: torch.nn.Module, task: Task, *, per_sequence: bool = False) -> Tensor:
+    """Share of masked positions where the model's top token is the target.
+
+    ``per_sequence=True``: one accuracy per sequence ``(B,)`` (for paired comparisons);
+    otherwise a scalar tensor.
+    """
+    hit = _query_hits(model, task) & task.mask
     if per_sequence:
         return hit.sum(1).float() / task.mask.sum(1).clamp_min(1).float()
     return hit.sum().float() / task.mask.sum().clamp_min(1).float()
@@ -118,18 +130,11 @@ def recall_by_position(model: torch.nn.Module, task: Task) -> Tensor:
 
     Every sequence of a :func:`multi_query_recall` task has its queries at the same positions.
     """
-    if not isinstance(task, Task):
-        raise TypeError(f"task must be a Task (inputs, targets, mask), got {type(task).__name__}; "
-                        "build one with multi_query_recall")
-    was = model.training
-    model.eval()
-    out = model(task.inputs)
-    model.train(was)
-    logits = out.logits if hasattr(out, "logits") else out
-    pos = task.mask[0].nonzero().flatten()
-    if not bool((task.mask == task.mask[0]).all()):
+    if isinstance(task, Task) and not bool((task.mask == task.mask[0]).all()):
         raise ValueError("recall_by_position needs the query positions shared by every sequence")
-    return (logits[:, pos].argmax(-1) == task.targets[:, pos]).float().mean(0)
+    hit = _query_hits(model, task)
+    pos = task.mask[0].nonzero().flatten()
+    return hit[:, pos].float().mean(0)
 
 
 def no_recall_baseline(task: Task, n_pairs: int) -> Tensor:

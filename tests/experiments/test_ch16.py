@@ -34,13 +34,31 @@ def test_variants_match_active_compute_and_total_ffn():
 
 
 def test_moe_run_prefix_returns_its_curve_and_load():
-    params = dict(PARAMS, val_windows=8, eval_every=2)
-    out = ch16.moe_run("MoE + bias balancing", 0, prefix=2, **params)
+    # warmup 1, so the learning-rate schedule after it depends on the run's length
+    params = dict(PARAMS, val_windows=8, eval_every=2, warmup=1, steps=6)
+    out = ch16.moe_run("MoE + bias balancing", 0, prefix=4, **params)
     assert set(out) == {"curve", "course"}  # a prefix returns only what is measured at fixed steps
-    assert len(out["curve"]) == 2 and set(out["course"]) == {f"e{e}" for e in range(ch16.N_EXPERTS)}
+    assert len(out["curve"]) == 3 and set(out["course"]) == {f"e{e}" for e in range(ch16.N_EXPERTS)}
+    full = ch16.moe_run("MoE + bias balancing", 0, **params)
+    assert len(full["curve"]) == 4 and full["curve"][-1] == pytest.approx(full["loss"], abs=1e-5)
+    # the prefix trains on the full run's schedule: its curve and load course are the record's start
+    assert out["curve"] == pytest.approx(full["curve"][:3], abs=1e-6)
+    for key, course in out["course"].items():
+        assert course == pytest.approx(full["course"][key][:3], abs=1e-6)
+    # a run of 4 steps (its own, shorter schedule) is not the start of the 6-step run
+    short = ch16.moe_run("MoE + bias balancing", 0, **dict(params, steps=4))
+    assert abs(short["curve"][2] - full["curve"][2]) > 1e-5
     out = ch16.moe_run("MoE + bias balancing", 0, **dict(params, steps=2))
     for shares in out["load"].values():
         assert sum(shares) == pytest.approx(1.0)
+    # the dropped share never rises as the capacity grows, and a half capacity drops half or more
+    assert len(out["dropped"]) == len(ch16.FACTORS) and ch16.FACTORS[0] == 0.5
+    assert all(a >= b for a, b in zip(out["dropped"], out["dropped"][1:]))
+    assert out["dropped"][0] >= 0.5
+    text = out["text"]  # layer 0's router probabilities on the chapter's sentence, per expert
+    assert set(text) == {f"e{e}" for e in range(ch16.N_EXPERTS)}
+    assert all(len(p) == len(ch16.SENTENCE) for p in text.values())
+    assert sum(text[f"e{e}"][0] for e in range(ch16.N_EXPERTS)) == pytest.approx(1.0, abs=1e-5)
     with pytest.raises(ValueError, match="variant='sparse' is not one of"):
         ch16.moe_run("sparse", 0, prefix=1, **params)
 
@@ -48,3 +66,9 @@ def test_moe_run_prefix_returns_its_curve_and_load():
 def test_bigram_baseline_is_on_the_models_targets():
     loss = ch16.bigram_loss(**dict(PARAMS, val_windows=16))
     assert 1.5 < loss < 4.0  # nats per byte, well below the uniform 5.55
+
+
+@pytest.mark.parametrize("size", sorted(ch16.SIZES))
+def test_records_check_compares_curve_points_after_step_0(size):
+    params, prefix = ch16.SIZES[size], ch16.MOE.prefix_for(size)
+    assert prefix % params["eval_every"] == 0 and 2 * params["eval_every"] <= prefix < params["steps"]

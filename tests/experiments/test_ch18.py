@@ -6,7 +6,7 @@ import pytest
 
 from llmviz.experiments import ch18
 
-PARAMS = ch18.SIZES["cpu"]
+PARAMS = dict(ch18.SIZES["cpu"], short=16, long=48, seq_len=128)  # the windows the asserts name
 
 
 def test_layer_patterns_follow_gemma3s_layout():
@@ -15,7 +15,8 @@ def test_layer_patterns_follow_gemma3s_layout():
     assert ch18.layer_windows("5:1, long window", **PARAMS) == (48,) * 5 + (None,)
     assert ch18.layer_windows("2:1, short window", **PARAMS) == (16, 16, None) * 2
     assert ch18.layer_windows("all local, short window", **PARAMS) == (16,) * 6
-    assert PARAMS["seq_len"] > PARAMS["long"] > PARAMS["short"]  # the windows cut the context
+    for size in ch18.SIZES.values():  # at every size the windows cut the context
+        assert size["seq_len"] > size["long"] > size["short"]
     with pytest.raises(ValueError, match="variant='3:1' is not one of"):
         ch18.layer_windows("3:1", **PARAMS)
 
