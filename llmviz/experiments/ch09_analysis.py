@@ -1,7 +1,9 @@
 """Reading chapter 9's runs (live or recorded): perplexities, baselines, checks and claims.
 
 The same functions read the live ``cpu`` run and the ``long`` record, so the chapter can set the
-two side by side and say, computed, where their verdicts differ.
+two side by side and say, computed, where their verdicts differ. The claims on the stretched
+RoPE model are in :mod:`.ch09_stretch_analysis`, those on the context record (planted copies,
+dilution) in :mod:`.ch09_context_analysis`.
 """
 
 from __future__ import annotations
@@ -21,8 +23,15 @@ from . import ch09
 from ._ch09_probes import uniform_far_mass
 
 __all__ = ["stopwatch", "ppl", "reference", "ppl_estimates", "ngram_ppl", "reach", "race_checks",
-           "race_claims", "uses_context_within_t", "locality_control", "lowest", "context_claims", "mechanism_claims", "stretch_claims", "copy_gain",
-           "retrieval_claims", "dilution", "dilution_claims"]
+           "race_claims", "uses_context_within_t", "works_within_t", "not_broken_at_8t",
+           "IN_DISTRIBUTION_PAST_T", "locality_control", "context_claims", "mechanism_claims",
+           "summarize_share"]
+
+# Schemes whose position signal past T takes only what training showed: NoPE has none. Every
+# other scheme reads something new there (learned: untrained rows; sinusoidal: unseen vectors;
+# RoPE: unseen angles; T5: a last bucket that held a few distances just below T in training and
+# holds every distance past T at 8T; ALiBi: penalties larger than any it trained with).
+IN_DISTRIBUTION_PAST_T = ("NoPE",)
 
 
 def stopwatch() -> Callable[[], float]:
@@ -43,6 +52,28 @@ def ppl_estimates(runs, variants, field: str = "nll") -> dict[str, dict[int, Any
     """``{variant: {factor: Estimate}}``: geometric mean of the seeds, interval on the log scale."""
     return {v: {f: summarize_log(ppl(runs, v, f"{f}x", field)) for f in ch09.FACTORS}
             for v in variants}
+
+
+def summarize_share(values) -> Any:
+    """Mean share (a value in (0, 1), e.g. of attention) over seeds, with a t interval taken on
+    the logit scale and mapped back, so it cannot run past 0 or 1 (a t interval on the shares
+    themselves does near a bound). The centre is the logistic of the mean logit; ``std`` is the
+    shares' own sample standard deviation. Shares of exactly 0 or 1 are clipped to 1e-6 from
+    the bound."""
+    from ..evidence.stats import Estimate, t_quantile
+
+    x = torch.as_tensor(values, dtype=torch.float64).flatten()
+    if x.numel() < 2:
+        raise ValueError(f"summarize_share needs at least two runs, got {x.numel()}")
+    if bool(((x < 0) | (x > 1)).any()):
+        raise ValueError(f"shares must lie in [0, 1], got {x.tolist()}")
+    z = torch.logit(x.clamp(1e-6, 1 - 1e-6))
+    n = z.numel()
+    half = t_quantile(0.975, n - 1) * float(z.std()) / math.sqrt(n)
+    m = float(z.mean())
+    return Estimate(mean=float(torch.sigmoid(torch.tensor(m))), std=float(x.std()), n=n,
+                    low=float(torch.sigmoid(torch.tensor(m - half))),
+                    high=float(torch.sigmoid(torch.tensor(m + half))))
 
 
 def ngram_ppl(order: int, p: dict) -> float:
@@ -97,25 +128,74 @@ def uses_context_within_t(runs, v: str) -> Check:
                             control.low > 1.0, f"{v}: {control.format('.3f')}")
 
 
+def works_within_t(runs, v: str) -> Check:
+    """``v`` works as a model within T, the control the race applies to NoPE: the same targets
+    read with fewer tokens (the 1x tail) score worse than read with T tokens (whole interval of
+    1x tail / sliding above 1). A model that does better with less context is broken within T,
+    and nothing it does past T says anything about its scheme."""
+    c = uses_context_within_t(runs, v)
+    return positive_control(f"{v} works as a model within T (1x tail / reading T tokens > 1)",
+                            c.passed, c.detail)
+
+
+def not_broken_at_8t(runs, v: str, limit: float = 1.1) -> Check:
+    """``v`` is not broken at 8T, the race's own criterion for "extrapolates": its perplexity at
+    8T over reading T tokens lies below ``limit`` with the whole interval. A gain measured on a
+    broken model starts from a loss it has room to lower, so it does not read as retrieval."""
+    g = paired_ratio(ppl(runs, v, "8x"), reference(runs, v))
+    return positive_control(f"{v} is not broken at 8T (8T / reading T tokens < {limit:g}, whole "
+                            "interval)", g.high < limit, f"{v}: {g.format('.2f')}")
+
+
 def locality_control(runs, seq_len: int, v: str = "ALiBi", flat: float = 1.05) -> Check:
     """Positive control for "``v`` stays flat": a flat curve is not automatic for a model that
-    reads as little context as ``v``. Every other scheme whose loss within T stops falling no
-    later than ``v``'s (:func:`reach`) must grow past T by more than ``flat`` (whole interval);
-    if one of them is flat too, flatness says nothing about ``v``'s scheme."""
+    reads as little context as ``v``. The comparators are the other schemes whose loss within T
+    stops falling no later than ``v``'s (:func:`reach`), that work as models within T
+    (:func:`works_within_t`), and whose position signal past T stays in distribution
+    (:data:`IN_DISTRIBUTION_PAST_T`): a scheme fed unseen positions past T breaks for that reason,
+    so its growth cannot show that locality alone does not make a curve flat. The flattest
+    comparator must grow past T by more than ``flat`` (whole interval). Where no comparator is
+    left, the control fails and says so: the race cannot separate locality from
+    out-of-distribution positions."""
     reached = {u: reach(runs, u, seq_len) for u in ch09.SCHEMES}
     r = reached[v]
     local = [u for u in ch09.SCHEMES if u != v and reached[u] <= r]
-    name = (f"a model as local as {v} need not be flat: every scheme whose loss within T stops "
-            f"falling as early grows past T (> {flat:g}x)")
+    name = (f"a model as local as {v} need not be flat: every scheme that is as local, works "
+            f"within T and sees no unseen positions past T grows past T (> {flat:g}x)")
     if not local:
         return positive_control(name, False, f"{v} reads {r} tokens; no other scheme reads as few")
     growth = {u: paired_ratio(ppl(runs, u, "8x"), reference(runs, u)) for u in local}
-    flattest = min(local, key=lambda u: growth[u].low)
+    works = {u: works_within_t(runs, u) for u in local}
+    working = [u for u in local if works[u].passed]
+    valid = [u for u in working if u in IN_DISTRIBUTION_PAST_T]
+    head = (f"within T the loss stops falling after {r} tokens for {v}, as early or earlier for "
+            + ", ".join(f"{u} ({reached[u]})" for u in local))
+    broken = [u for u in local if not works[u].passed]
+    if broken:
+        head += ("; broken within T (1x tail / reading T tokens not above 1): "
+                 + ", ".join(f"{u} {works[u].detail.split(': ', 1)[-1].split(' (')[0]}"
+                             for u in broken))
+    if not valid:
+        ood = [u for u in working if u not in IN_DISTRIBUTION_PAST_T]
+        return positive_control(name, False, head + (
+            "; the working ones (" + ", ".join(f"{u}, growing {growth[u].format('.2f').split(' (')[0]}"
+                                               for u in ood)
+            + ") all read positions past T they never saw in training" if ood else
+            "; none of them works within T")
+            + ": no comparator is left, so the race cannot separate locality from "
+            "out-of-distribution positions")
+    flattest = min(valid, key=lambda u: growth[u].low)
     return positive_control(name, growth[flattest].low > flat,
-                            f"within T the loss stops falling after {r} tokens for {v}, as early "
-                            f"or earlier for {', '.join(f'{u} ({reached[u]})' for u in local)}; "
-                            f"the flattest of them, {flattest}, grows "
+                            f"{head}; the flattest valid comparator, {flattest}, grows "
                             f"{growth[flattest].format('.2f')}")
+
+
+def _ngram_check(runs, variants, ngram: float) -> Check:
+    """Every model in ``variants`` beats the byte n-gram, each target read with T tokens."""
+    vals = {u: reference(runs, u).tolist() for u in variants}
+    who = variants[0] if len(variants) == 1 else "every model compared"
+    return beats_baseline(vals if len(variants) > 1 else vals[variants[0]], ngram,
+                          name=f"{who} beats the byte n-gram reading T tokens")
 
 
 def race_claims(runs, size: Any, bigram: float, suffix: str = "", *, seq_len: int | None = None,
@@ -124,7 +204,11 @@ def race_claims(runs, size: Any, bigram: float, suffix: str = "", *, seq_len: in
 
     With ``seq_len`` (T; the runs must carry ``by_position``), "ALiBi stays flat" also carries
     :func:`locality_control`. With ``ngram`` (the byte n-gram's perplexity on the same targets),
-    "ALiBi has the lowest perplexity" says where the n-gram stands. "NoPE degrades less" carries
+    "ALiBi has the lowest perplexity" says where the n-gram stands, and every claim but
+    "this ALiBi model survives" checks that the models it compares beat the n-gram reading T
+    tokens: a ranking of position schemes among models that a few bytes of lookup beat says
+    little about the schemes. "This ALiBi model survives" is the weaker claim about these
+    models themselves (their own 8T against their own reading of T tokens). "NoPE degrades less" carries
     NoPE's positive control (:func:`uses_context_within_t`): a NoPE model that does better with
     less context is not a working model of the others' class, and its growth compares nothing.
     """
@@ -145,6 +229,9 @@ def race_claims(runs, size: Any, bigram: float, suffix: str = "", *, seq_len: in
         f"{float(reference(runs, 'NoPE').log().mean().exp()):.2f}, {best_other} "
         f"{float(reference(runs, best_other).log().mean().exp()):.2f}")
 
+    def bar(*variants):  # the n-gram check, where the n-gram is given
+        return [] if ngram is None else [_ngram_check(runs, list(variants), ngram)]
+
     def claim(key, text, est, threshold, direction, quantity, extra=()):
         return Claim(text, est, threshold=threshold, direction=direction, quantity=quantity,
                      id=f"ch09_{key}{suffix}", checks=[*checks, *extra], **kw)
@@ -153,26 +240,37 @@ def race_claims(runs, size: Any, bigram: float, suffix: str = "", *, seq_len: in
         "rope": claim("rope_extrapolates", "RoPE extrapolates: its perplexity at 8T is within "
                       "10% of its perplexity reading T tokens", paired_ratio(ppl(runs, "RoPE"),
                       reference(runs, "RoPE")), 1.1, "<",
-                      "RoPE perplexity at 8T / reading T tokens"),
+                      "RoPE perplexity at 8T / reading T tokens", bar("RoPE")),
         "alibi_best": claim("alibi_best", best_text,
                             paired_ratio(ppl(runs, runner), ppl(runs, "ALiBi")), 1.0, ">",
-                            f"perplexity at 8T of the next best ({runner}) / ALiBi's"),
-        "alibi_flat": claim("alibi_flat", "ALiBi's perplexity stays flat from T to 8T (within 5%): "
-                            "it survives the longer input (whether it reads it is a separate "
-                            "question)", paired_ratio(ppl(runs, "ALiBi"), reference(runs, "ALiBi")),
-                            1.05, "<", "ALiBi perplexity at 8T / reading T tokens", flat_checks),
+                            f"perplexity at 8T of the next best ({runner}) / ALiBi's",
+                            bar(*ch09.SCHEMES)),
+        "alibi_flat": claim("alibi_flat", "ALiBi stays flat from T to 8T (within 5%) because of "
+                            "its scheme, as in Press et al. (whether it reads the longer input is "
+                            "a separate question)", paired_ratio(ppl(runs, "ALiBi"),
+                            reference(runs, "ALiBi")), 1.05, "<",
+                            "ALiBi perplexity at 8T / reading T tokens",
+                            [*bar("ALiBi"), *flat_checks]),
+        "alibi_survives": claim("alibi_survives", "This ALiBi model survives the longer input: "
+                                "its perplexity at 8T is within 5% of its own perplexity reading "
+                                "T tokens (a claim about these models, not about ALiBi in "
+                                "models that use their context)", paired_ratio(
+                                    ppl(runs, "ALiBi"), reference(runs, "ALiBi")), 1.05, "<",
+                                "ALiBi perplexity at 8T / reading T tokens"),
         "t5": claim("t5_extrapolates", "T5's bias extrapolates: its perplexity at 8T is within "
                     "10% of its perplexity reading T tokens", paired_ratio(ppl(runs, "T5"),
-                    reference(runs, "T5")), 1.1, "<", "T5 perplexity at 8T / reading T tokens"),
+                    reference(runs, "T5")), 1.1, "<", "T5 perplexity at 8T / reading T tokens",
+                    bar("T5")),
         "press": claim("press_order", "As in Press et al.'s Figure 1, sinusoidal degrades faster "
                        "with length than rotary", paired_ratio(_growth(runs, "sinusoidal"),
                        _growth(runs, "RoPE")), 1.0, ">",
-                       "(sinusoidal 8T / reading T) / (RoPE 8T / reading T)"),
+                       "(sinusoidal 8T / reading T) / (RoPE 8T / reading T)",
+                       bar("sinusoidal", "RoPE")),
         "nope": claim("nope_best", "NoPE degrades less from T to 8T than RoPE, ALiBi and T5 "
                       "(Kazemnejad et al.)", paired_ratio(_growth(runs, "NoPE"),
                       _growth(runs, best_other)), 1.0, "<",
                       f"(NoPE 8T / reading T) / (the same for the flattest of the three, "
-                      f"{best_other})", [nope_control]),
+                      f"{best_other})", [*bar("NoPE", best_other), nope_control]),
     }
 
 
@@ -201,17 +299,19 @@ def context_claims(runs, size: Any, bigram: float, suffix: str = "",
 
 def mechanism_claims(runs, p: dict, size: Any, bigram: float, cx=None,
                      cx_size: Any = None) -> dict[str, Claim]:
-    """Attention past T against uniform attention's share, and Chen et al.'s score blow-up: from
+    """Attention past T against uniform attention's share (each scheme must work within T,
+    :func:`works_within_t`), and Chen et al.'s score blow-up: from
     the context record ``cx`` when given (the largest score of the last query past T over the
     largest within T, per window and head), else from the race's mean |score| by distance."""
     T = p["seq_len"]
     uniform = uniform_far_mass(ch09.FACTORS[-1] * T, T)
     checks = race_checks(runs, bigram)[:1]
     out = {v: Claim(f"{v}'s last layer puts more attention past T than uniform attention would",
-                    summarize(runs.values(v, "attention", "far_mass")), threshold=uniform,
+                    summarize_share(runs.values(v, "attention", "far_mass")), threshold=uniform,
                     direction=">", quantity=f"{v}: share of last-layer attention at distance >= T "
-                    f"at 8T (uniform: {uniform:.3f})", id=f"ch09_far_mass_{v.lower()}",
-                    checks=checks, size=size, fmt=".3f") for v in ("RoPE", "ALiBi", "T5", "NoPE")}
+                    f"at 8T (uniform: {uniform:.3f}; interval on the logit scale)",
+                    id=f"ch09_far_mass_{v.lower()}", checks=[*checks, works_within_t(runs, v)],
+                    size=size, fmt=".3f") for v in ("RoPE", "ALiBi", "T5", "NoPE")}
     if cx is None:
         worst = [max(r["RoPE"]["score_ratio"]["plain"]) for _, r in runs.items()]
         what = "largest mean |score| past T / within T, worst layer"
@@ -227,122 +327,3 @@ def mechanism_claims(runs, p: dict, size: Any, bigram: float, cx=None,
                           direction=">", quantity=what, id="ch09_score_blowup", checks=checks,
                           size=size if cx is None else cx_size)
     return out
-
-
-def lowest(per_seed: dict[str, torch.Tensor]) -> tuple[str, str, Any]:
-    """Which variant is lowest, decided by paired intervals, not by ranking point estimates.
-
-    ``per_seed``: ``{variant: per-seed perplexities}``, paired by seed. Returns ``(best,
-    closest, ratio)``: ``best`` has the lowest geometric mean; ``closest`` is the competitor
-    nearest to it among those whose paired ratio ``closest / best`` does not lie above 1 (or,
-    when every ratio does, the nearest of all), and ``ratio`` is that :func:`paired_ratio`.
-    ``best`` is the lowest only where that interval lies above 1; otherwise no variant is
-    resolved lowest."""
-    if len(per_seed) < 2:
-        raise ValueError(f"lowest needs at least two variants to compare, got {list(per_seed)}")
-    best = min(per_seed, key=lambda v: float(per_seed[v].log().mean()))
-    ratios = {v: paired_ratio(x, per_seed[best]) for v, x in per_seed.items() if v != best}
-    closest = min(ratios, key=lambda v: (ratios[v].low > 1.0, ratios[v].mean))
-    return best, closest, ratios[closest]
-
-
-def stretch_claims(runs, size: Any, bigram: float, ft_last: int) -> dict[str, Claim]:
-    """Zero-shot and fine-tuned claims on the stretched RoPE model, and which scaling is lowest
-    at 8T zero-shot and after the fine-tune (:func:`lowest`)."""
-    checks = [beats_baseline(ppl(runs, "RoPE", "1x").tolist(), bigram,
-                             name="the RoPE model beats the byte bigram at T (1x tail)")]
-
-    def ft(v):  # perplexity at 8T after the last fine-tune step
-        return torch.tensor([r[v]["ft_nll"][-1] for _, r in runs.items()]).exp()
-
-    first = runs[runs.seeds[0]]
-    zero = lowest({v: ppl(runs, v) for v in first})
-    tuned = lowest({v: ft(v) for v in first if "ft_nll" in first[v]})
-
-    def claim(key, text, est, threshold, direction, quantity, fmt=".3g"):
-        return Claim(text, est, threshold=threshold, direction=direction, quantity=quantity,
-                     id=f"ch09_{key}", checks=checks, size=size, fmt=fmt)
-
-    return {
-        "pi_zero": claim("pi_zero_shot", "Position interpolation without fine-tuning costs "
-                         "perplexity at the training length", paired_ratio(
-                             ppl(runs, "PI", "1x"), ppl(runs, "RoPE", "1x")), 1.0, ">",
-                         "PI / plain RoPE perplexity at T, no fine-tune"),
-        "pi_8x": claim("pi_zero_8x", "Zero-shot at 8T, PI beats plain RoPE", paired_ratio(
-            ppl(runs, "PI"), ppl(runs, "RoPE")), 1.0, "<", "PI / plain RoPE at 8T, no fine-tune"),
-        "yarn_pi": claim("yarn_beats_pi", "Zero-shot at 8T, YaRN beats PI", paired_ratio(
-            ppl(runs, "YaRN"), ppl(runs, "PI")), 1.0, "<", "YaRN / PI at 8T, no fine-tune"),
-        "yarn_temp": claim("yarn_temperature", "YaRN's attention temperature helps without "
-                           "fine-tuning at 8T", paired_ratio(ppl(runs, "YaRN"), ppl(
-                               runs, "YaRN, no temperature")), 1.0, "<",
-                           "YaRN / YaRN without temperature at 8T, no fine-tune"),
-        "pi_ft": claim("pi_finetune", "After the fine-tune, PI beats plain RoPE fine-tuned the "
-                       "same way at 8T", paired_ratio(ft("PI"), ft("RoPE")), 1.0, "<",
-                       f"PI / plain RoPE at 8T after {ft_last} steps"),
-        "yarn_ft": claim("yarn_finetune", "After the fine-tune, YaRN beats PI at 8T",
-                         paired_ratio(ft("YaRN"), ft("PI")), 1.0, "<",
-                         f"YaRN / PI at 8T after {ft_last} steps"),
-        "best_zero": claim("lowest_zero_shot", f"Zero-shot at 8T, {zero[0]} has the lowest "
-                           "perplexity of the scalings", zero[2], 1.0, ">",
-                           f"{zero[1]} / {zero[0]} at 8T, no fine-tune (the closest competitor)",
-                           ".3f"),
-        "best_ft": claim("lowest_finetuned", f"After the fine-tune, {tuned[0]} has the lowest "
-                         "perplexity at 8T", tuned[2], 1.0, ">", f"{tuned[1]} / {tuned[0]} at 8T "
-                         f"after {ft_last} steps (the closest competitor)", ".3f"),
-    }
-
-
-def _context_checks(cx, v: str, bigram: float) -> list[Check]:
-    """``v`` beats the byte bigram at T (its last held-out point), and the planted-copy test sees
-    retrieval where the model has trained: a copy T/2 back inside a window of T lowers the loss
-    of the repeat by more than 0.02 nats per byte (whole interval)."""
-    control = summarize(copy_gain(cx, v, "control"))
-    at_t = [math.exp(r[v]["curve"][-1]) for _, r in cx.items()]
-    return [beats_baseline(at_t, bigram, name=f"{v} beats the byte bigram at T (1x tail)"),
-            positive_control("the copy test sees retrieval within T (gain at T/2 > 0.02 nats)",
-                             control.low > 0.02, f"{v}: {control.format('.3f')} nats per byte")]
-
-
-def copy_gain(cx, v: str, key: str) -> list[float]:
-    """Per seed: loss of the repeated segment without the planted copy minus with it (nats per
-    byte), for the copy ``key`` bytes back (``"2T"``, ..., or ``"control"``)."""
-    node = (lambda r: r[v]["control"]) if key == "control" else (lambda r: r[v]["copy"][key])
-    return [node(r)["none"] - node(r)["plant"] for _, r in cx.items()]
-
-
-def retrieval_claims(cx, size: Any, bigram: float, key: str) -> dict[str, Claim]:
-    """For each scheme of the context record ``cx``: a copy planted ``key`` back (in units of T)
-    in a window of 8T helps at least half as much as one T/2 back inside a window of T (the
-    ratio of the two gains, per seed)."""
-    out = {}
-    for v in cx[cx.seeds[0]]:
-        # a control gain at or below 0 fails the check (the verdict is then "cannot decide")
-        far, near = copy_gain(cx, v, key), copy_gain(cx, v, "control")
-        ratio = [a / max(b, 1e-6) for a, b in zip(far, near)]
-        out[v] = Claim(f"{v} retrieves a string planted {key} back at least half as well as "
-                       "one within T", summarize(ratio), threshold=0.5, direction=">",
-                       quantity=f"{v}: gain from a copy {key} back in a window of 8T / gain from "
-                       "a copy T/2 back in a window of T",
-                       id=f"ch09_retrieves_{key.replace('.', '_').lower()}_{v.lower()}",
-                       checks=_context_checks(cx, v, bigram), size=size, fmt=".2f")
-    return out
-
-
-def dilution(cx, v: str) -> list[float]:
-    """Per seed: growth of the last layer's attention entropy from T to 8T, as a share of the
-    growth uniform attention's entropy makes over the same lengths (0: attention keeps its
-    spread; 1: it spreads like uniform attention)."""
-    a, b = f"{ch09.FACTORS[0]}x", f"{ch09.FACTORS[-1]}x"
-    return [(r[v]["attention"][b]["entropy"] - r[v]["attention"][a]["entropy"])
-            / (r[v]["attention"][b]["uniform_entropy"] - r[v]["attention"][a]["uniform_entropy"])
-            for _, r in cx.items()]
-
-
-def dilution_claims(cx, size: Any, bigram: float) -> dict[str, Claim]:
-    """For each scheme: its last-layer attention dilutes with length, i.e. its entropy grows from
-    T to 8T by more than half as much as uniform attention's."""
-    return {v: Claim(f"{v}'s attention dilutes with length like uniform attention",
-                     summarize(dilution(cx, v)), threshold=0.5, direction=">",
-                     quantity=f"{v}: entropy growth T to 8T / uniform attention's",
-                     id=f"ch09_dilutes_{v.lower()}", checks=_context_checks(cx, v, bigram)[:1],
-                     size=size, fmt=".2f") for v in cx[cx.seeds[0]]}

@@ -8,10 +8,11 @@ import pytest
 
 from llmviz.evidence import CANNOT_DECIDE, FAILS, HOLDS, Runs
 from llmviz.experiments import ch09
-from llmviz.experiments.ch09_analysis import (context_claims, copy_gain, dilution,
-                                              dilution_claims, locality_control, lowest, ppl,
-                                              ppl_estimates, race_checks, race_claims, reach,
-                                              retrieval_claims, stretch_claims)
+from llmviz.experiments.ch09_analysis import (context_claims, locality_control, ppl, ppl_estimates,
+                                              race_checks, race_claims, reach)
+from llmviz.experiments.ch09_context_analysis import (copy_gain, dilution, dilution_claims,
+                                                      retrieval_claims)
+from llmviz.experiments.ch09_stretch_analysis import lowest, stretch_claims
 
 # perplexity at 1x, 2x, 4x, 8x per scheme (seed noise added below); sliding-window perplexity
 TRAINED = {"ALiBi": (4.0, 4.0, 4.0, 4.0), "sinusoidal": (4.5, 20, 30, 32),
@@ -155,20 +156,85 @@ def _with_positions(runs, drops):
 
 def test_reach_and_the_locality_control_of_the_flat_claim():
     drops = {v: 2 for v in TRAINED} | {"ALiBi": 3, "NoPE": 0}
-    runs = _with_positions(_runs(TRAINED), drops)
+    # NoPE working within T (tail 7.0 > sliding 6.5): the one comparator whose positions stay
+    # in distribution past T
+    working = {**SLIDING, "NoPE": 6.5}
+    runs = _with_positions(_runs(TRAINED, sliding=working), drops)
     assert reach(runs, "ALiBi", 64) == 32 and reach(runs, "NoPE", 64) == 8
     control = locality_control(runs, 64)
-    assert control.passed  # every scheme as local as ALiBi grows past T
-    claim = race_claims(runs, "record", 9.87, seq_len=64, ngram=3.7)["alibi_flat"]
+    assert control.passed and "NoPE" in control.detail  # NoPE grows 9.6 / 6.5 past T
+    claim = race_claims(runs, "record", 9.87, seq_len=64, ngram=10.0)["alibi_flat"]
     assert claim.verdict == HOLDS and claim.checks[-1] == control
     assert "3.70" in race_claims(runs, "record", 9.87, ngram=3.7)["alibi_best"].text
-    # a scheme as local as ALiBi that is flat too: flatness says nothing about ALiBi's scheme
-    flat = _with_positions(_runs({**TRAINED, "T5": (3.8, 3.8, 3.8, 3.8)}), drops)
+    # a comparator as local as ALiBi that is flat too: flatness says nothing about ALiBi's scheme
+    flat = _with_positions(_runs({**TRAINED, "NoPE": (7.0, 6.5, 6.5, 6.5)}, sliding=working), drops)
     assert not locality_control(flat, 64).passed
     assert race_claims(flat, "record", 9.87, seq_len=64)["alibi_flat"].verdict == CANNOT_DECIDE
-    # a scheme reading more than ALiBi does not count
-    wider = _with_positions(_runs({**TRAINED, "T5": (3.8, 3.8, 3.8, 3.8)}), drops | {"T5": 5})
-    assert locality_control(wider, 64).passed
+    # a scheme reading more than ALiBi does not count: no comparator left
+    wider = _with_positions(_runs(TRAINED, sliding=working), drops | {"NoPE": 5})
+    assert not locality_control(wider, 64).passed
+    # NoPE broken within T (tail 7.0 < sliding 7.5): the working comparators (RoPE, T5, ...) all
+    # read unseen positions past T, so the control cannot separate locality from that
+    broken = locality_control(_with_positions(_runs(TRAINED), drops), 64)
+    assert not broken.passed and "cannot separate locality" in broken.detail
+    assert "NoPE" in broken.detail.split("broken within T")[1]
+
+
+def test_ngram_bar_gates_the_comparative_race_claims_and_leaves_the_weaker_one():
+    claims = race_claims(_runs(TRAINED), "record", 9.87, ngram=3.7)  # all but RoPE above 3.7
+    for key in ("alibi_best", "alibi_flat", "press", "nope", "t5"):  # RoPE 3.6 beats 3.7
+        assert claims[key].verdict == CANNOT_DECIDE, key
+        assert any("n-gram" in c.name and not c.passed for c in claims[key].checks)
+    assert claims["rope"].verdict == FAILS  # RoPE itself beats the n-gram: decided
+    survives = claims["alibi_survives"]  # about these models only: no n-gram check
+    assert survives.verdict == HOLDS and not any("n-gram" in c.name for c in survives.checks)
+    loose = race_claims(_runs(TRAINED), "record", 9.87, ngram=10.0)
+    assert loose["alibi_best"].verdict == HOLDS and loose["rope"].verdict == FAILS
+
+
+def test_retrieval_and_dilution_need_a_model_that_works_and_is_not_broken():
+    cx = _context_runs(control=0.2, far=0.15)
+    table = {"near": (4.0, 4.0, 4.0, 4.0), "wide": (4.0, 10, 20, 40)}  # wide: broken at 8T
+    race = _runs(table, sliding={"near": 3.9, "wide": 3.9})
+    claims = retrieval_claims(cx, "record", 9.87, "7T", race=race)
+    assert claims["near"].verdict == HOLDS
+    assert claims["wide"].verdict == CANNOT_DECIDE
+    assert not claims["wide"].checks[-1].passed and "broken at 8T" in claims["wide"].checks[-1].name
+    # within T a model that does better with less context (tail 4.0 < sliding 4.2) is broken
+    bad = _runs(table, sliding={"near": 4.2, "wide": 3.9})
+    assert retrieval_claims(cx, "record", 9.87, "7T", race=bad)["near"].verdict == CANNOT_DECIDE
+    dil = dilution_claims(_context_runs(), "record", 9.87, race=bad)
+    assert dil["near"].verdict == CANNOT_DECIDE and dil["wide"].verdict == HOLDS
+
+
+def test_summarize_share_stays_inside_0_and_1():
+    from llmviz.experiments.ch09_analysis import summarize_share
+    est = summarize_share([0.999, 0.99, 0.985])
+    assert 0 < est.low < est.mean < est.high < 1
+    with pytest.raises(ValueError, match="must lie in"):
+        summarize_share([0.5, 1.2])
+    with pytest.raises(ValueError, match="at least two"):
+        summarize_share([0.5])
+
+
+def test_sliding_baseline_claims_pair_each_scaling_with_plain_rope_reading_t():
+    from llmviz.experiments.ch09_stretch_analysis import sliding_baseline_claims
+    race = _runs(TRAINED)  # plain RoPE reading T tokens: 3.6
+    out = {}
+    for seed in range(3):
+        j = 1 + 0.01 * (seed - 1)
+        out[seed] = {v: {"nll": {f"{k}x": math.log(p * j) for k in ch09.FACTORS},
+                         **({"ft_nll": [math.log(p * j), math.log(q * j)]} if q else {})}
+                     for v, p, q in (("RoPE", 50, 6.0), ("YaRN", 13, 3.0), ("dynamic NTK", 40, None))}
+        out[seed]["RoPE"]["nll"]["1x"] = math.log(3.7 * j)  # beats the bigram at T
+    claims = sliding_baseline_claims(Runs(out), race, "record", 9.87, 160)
+    assert claims["YaRN"].verdict == HOLDS and claims["YaRN"].estimate.mean == pytest.approx(3 / 3.6)
+    assert claims["RoPE"].verdict == FAILS and "after 160 fine-tune steps" in claims["RoPE"].text
+    assert claims["dynamic NTK"].estimate.mean == pytest.approx(40 / 3.6)
+    assert "zero-shot" in claims["dynamic NTK"].text
+    assert claims["YaRN"].id == "ch09_beats_sliding_yarn"
+    with pytest.raises(ValueError, match="same seeds"):
+        sliding_baseline_claims(Runs({0: out[0], 1: out[1]}), race, "record", 9.87, 160)
 
 
 def test_lowest_names_a_winner_only_where_the_paired_interval_resolves():
