@@ -25,7 +25,8 @@ on a machine that is not overloaded (1-minute load average below its CPU count),
 The lab's kernels import this checkout's llmviz (its folder goes first on ``PYTHONPATH``),
 whatever llmviz is installed. Every wait is bounded and fails with what the page shows
 (``live_lab.py``): a cell that raised (Run All stops there), a dead or restarted kernel, a run
-with no progress for ``RUN_STALL_MS``, controls that stop answering.
+with no progress for ``RUN_STALL_MS``, controls that stop answering. A third test runs a
+notebook whose second cell raises and checks that the wait fails within seconds, naming it.
 
 Both run with the other browser tests (marker ``site``, xdist group ``site``).
 """
@@ -42,7 +43,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.book.live_lab import BUILD, ROOT, LiveRun, start_lab
+from tests.book.live_lab import BUILD, ROOT, SETTLE_MS, LiveRun, start_lab
 
 CHAPTER = "07_rope.ipynb"  # small, and its explorer has three sliders whose values the title names
 GALLERY = "00_demo_gallery.ipynb"  # every explorer of the package
@@ -343,3 +344,43 @@ def test_live_gallery_every_control_follows(lab):
         problems.append(f"median update {median_ms:.0f} ms is over {bound_ms:.0f} ms "
                         f"({report['bound_reason']})")
     assert not problems + errors, "\n".join(problems + errors)
+
+
+# ----------------------------------------------------------------------------- a run that fails
+@pytest.fixture
+def broken_lab(tmp_path_factory):
+    """A JupyterLab serving one notebook whose second cell raises (a missing module)."""
+    if importlib.util.find_spec("jupyterlab") is None:
+        pytest.fail("jupyterlab is not installed (pip install -e '.[test]' installs it)", pytrace=False)
+    root = tmp_path_factory.mktemp("broken")
+    cells = ["x = 1", "import llmviz_no_such_module", "y = 2"]
+    (root / "broken.ipynb").write_text(json.dumps({
+        "cells": [{"cell_type": "code", "metadata": {}, "source": c, "outputs": [],
+                   "execution_count": None} for c in cells],
+        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
+                                    "name": "python3"}},
+        "nbformat": 4, "nbformat_minor": 5}))
+    yield from start_lab(root, tmp_path_factory.mktemp("broken-home"))
+
+
+def test_live_run_stops_at_once_when_a_cell_raises(broken_lab):
+    """The wait for a run's figures does not sit out its timeout when Run All has stopped at a
+    cell that raised (how the tests above once waited 120 s and 600 s for nothing): it fails
+    within seconds, naming the cell, the exception and what did not run."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        run = LiveRun(p, broken_lab, "broken.ipynb")
+        run.open_and_run_all()
+        start = time.monotonic()
+        with pytest.raises(pytest.fail.Exception) as failure:
+            run.wait_for_run("() => false", None, "a figure that never comes",
+                             stall_ms=RUN_STALL_MS, total_ms=RUN_TIMEOUT_MS)
+        waited = time.monotonic() - start
+        run.browser.close()
+    (BUILD / "live_failure_broken.png").unlink(missing_ok=True)  # an expected failure's picture
+    message = str(failure.value)
+    for shown in ("a cell raised, so Run All stopped there", "not run: 1",
+                  "cell 2/3: ModuleNotFoundError: No module named 'llmviz_no_such_module'"):
+        assert shown in message, f"{shown!r} missing from the failure message:\n{message}"
+    assert waited < SETTLE_MS / 1000, f"it failed only after {waited:.0f} s"
