@@ -22,6 +22,12 @@ updates, must end on that same figure (only the latest value is drawn). Its roun
 on a machine that is not overloaded (1-minute load average below its CPU count), and under
 ``MEDIAN_BOUND_S`` otherwise (the file says which bound applied).
 
+The lab's kernels import this checkout's llmviz (its folder goes first on ``PYTHONPATH``),
+whatever llmviz is installed. Every wait is bounded and fails with what the page shows
+(``live_lab.py``): a cell that raised (Run All stops there), a dead or restarted kernel, a run
+with no progress for ``RUN_STALL_MS``, controls that stop answering. A third test runs a
+notebook whose second cell raises and checks that the wait fails within seconds, naming it.
+
 Both run with the other browser tests (marker ``site``, xdist group ``site``).
 """
 
@@ -30,28 +36,21 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import secrets
 import shutil
-import socket
 import statistics
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
-from urllib.parse import urlparse
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-BUILD = ROOT / "_build"
-CHROMIUM = os.environ.get("LLMVIZ_CHROMIUM", "/usr/bin/chromium")
+from tests.book.live_lab import BUILD, ROOT, SETTLE_MS, LiveRun, start_lab
+
 CHAPTER = "07_rope.ipynb"  # small, and its explorer has three sliders whose values the title names
 GALLERY = "00_demo_gallery.ipynb"  # every explorer of the package
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
-START_TIMEOUT_S = 60
-RUN_TIMEOUT_MS = 120_000
+#: Run All: the longest a run may go without a code cell finishing or an output coming (a
+#: stuck run fails then, saying what the page shows), and the longest it may take in all.
+RUN_STALL_MS = 120_000
+RUN_TIMEOUT_MS = 300_000
 UPDATE_TIMEOUT_MS = 15_000
 HOLD_PRESSES = 8
 #: Generous bound on the median browser round trip (target: 150 ms unloaded; see the end of
@@ -60,6 +59,10 @@ MEDIAN_BOUND_S = 2.0
 #: The gallery's target median round trip (ms), asserted when the machine is not overloaded.
 GALLERY_MEDIAN_MS = 150.0
 GALLERY_RUN_TIMEOUT_MS = 600_000
+#: Driving the gallery's controls: at most this long in all, and it stops (saying what the page
+#: shows) after this many controls in a row that do not redraw their figure.
+GALLERY_DRIVE_TIMEOUT_S = 600
+GALLERY_DEAD_CONTROLS = 3
 BURST = 6  # presses away and back in a burst, CLICK_GAP_MS apart (faster than an update)
 BURST_GAP_MS = 30
 
@@ -71,84 +74,18 @@ except ImportError:  # pragma: no cover - plain pytest
     pass
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def lab(tmp_path_factory):
-    """A JupyterLab of its own for each test, serving copies of the notebooks; yields (base url,
-    token). Not shared between tests: a second page on the same server restores the first
-    test's workspace (its notebook open beside the new one, its kernel alive, its autosaved
-    execution prompts), which is how the gallery once opened with no cell run."""
+    """A JupyterLab of its own for each test, serving copies of the notebooks; yields a
+    ``live_lab.Lab``. Not shared between tests: a second page on the same server restores the
+    first test's workspace (its notebook open beside the new one, its kernel alive, its
+    autosaved execution prompts), which is how the gallery once opened with no cell run."""
     if importlib.util.find_spec("jupyterlab") is None:  # `jupyter` alone comes with jupyter-core
         pytest.fail("jupyterlab is not installed (pip install -e '.[test]' installs it)", pytrace=False)
     root = tmp_path_factory.mktemp("live")
     for name in (CHAPTER, GALLERY):
         shutil.copy(ROOT / "notebooks" / name, root / name)
-    home = tmp_path_factory.mktemp("lab-home")
-    news = home / "settings" / "@jupyterlab" / "apputils-extension"
-    news.mkdir(parents=True)  # no "get notified about Jupyter news?" toast over the notebook
-    (news / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
-    tracker = home / "settings" / "@jupyterlab" / "notebook-extension"
-    tracker.mkdir(parents=True)  # every cell's output stays in the page (no windowing)
-    (tracker / "tracker.jupyterlab-settings").write_text('{"windowingMode": "none"}')
-    port, token = _free_port(), secrets.token_hex(16)
-    env = {**os.environ, "LLMVIZ_EXPLORER": "live", "OMP_NUM_THREADS": "1",
-           "JUPYTER_CONFIG_DIR": str(home / "config"), "JUPYTER_RUNTIME_DIR": str(home / "rt"),
-           "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"),
-           "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces")}
-    env.pop("LLMVIZ_BUILD", None)
-    log = open(home / "lab.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-         f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-         "--ServerApp.port_retries=0", "--LabApp.news_url=", "--LabApp.check_for_updates_class="
-         "jupyterlab.NeverCheckForUpdate", "--LabApp.expose_app_in_browser=True"] + (["--allow-root"] if os.geteuid() == 0 else []),
-        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            try:
-                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"JupyterLab did not start; log:\n{(home / 'lab.log').read_text()[-3000:]}",
-                                pytrace=False)
-                time.sleep(0.3)
-        yield base, token
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:  # pragma: no cover
-            proc.kill()
-        log.close()
-
-
-def _close_dialogs(page, seen: list[str]) -> None:
-    """Answer any JupyterLab dialog that is up (the kernel picker, a notice) with its default.
-
-    Which dialogs JupyterLab raises at start depends on timing and on its version (a kernel
-    picker when the session is slow to come up, first-run notices); any of them blocks the
-    menu bar. Each one's text is kept in ``seen`` for the failure message.
-    """
-    for _ in range(5):
-        dialog = page.query_selector(".jp-Dialog")
-        if dialog is None or not dialog.is_visible():
-            return
-        seen.append(" ".join((dialog.text_content() or "").split())[:200])
-        accept = dialog.query_selector(".jp-Dialog-button.jp-mod-accept")
-        if accept is not None:
-            accept.click()
-        else:
-            page.keyboard.press("Escape")
-        page.wait_for_timeout(300)
+    yield from start_lab(root, tmp_path_factory.mktemp("lab-home"))
 
 
 _TITLE = """(out) => { const t = out.querySelector('.js-plotly-plot .gtitle');
@@ -166,98 +103,18 @@ _SNAPSHOT = """(out) => { const gd = out.querySelector('.js-plotly-plot');
     data: gd.data.map(t => [t.x, t.y, t.z, t.x0, t.dx, t.mode])}); }"""
 
 
-#: The notebook panel open on ``path`` once JupyterLab has started and restored its layout,
-#: its document loaded and its kernel connected and idle; returns the panel's id, or null
-#: while that is not so (polled by ``wait_for_function``).
-_PANEL_READY = """(path) => { const app = window.jupyterapp;
-  if (!app || !app.shell) { return null; }
-  const panels = [...app.shell.widgets('main')].filter(w => w.context && w.context.path === path);
-  if (panels.length !== 1) { return null; }
-  const panel = panels[0], ctx = panel.sessionContext;
-  if (!panel.context.isReady || !ctx || !ctx.isReady || !ctx.session || !ctx.session.kernel) {
-    return null; }
-  return ctx.session.kernel.status === 'idle' && ctx.session.kernel.connectionStatus === 'connected'
-    ? panel.id : null; }"""
-
-#: Run All on exactly that panel, through JupyterLab's own command with the panel named (not the
-#: menu, which acts on whatever document is current). Errors are kept for the failure message.
-_RUN_ALL = """(id) => { const app = window.jupyterapp;
-  window.__llmvizRunAll = 'sent';
-  app.shell.activateById(id);
-  app.commands.execute('notebook:run-all-cells', {widgetId: id, activate: true})
-    .then(() => { window.__llmvizRunAll = 'done'; },
-          (err) => { window.__llmvizRunAll = 'failed: ' + err; }); }"""
-
-#: Code cells of the panel and how many have an execution prompt ([*] or [n]).
-_PROMPTS = """(id) => { const panel = document.getElementById(id);
-  const prompts = panel ? [...panel.querySelectorAll('.jp-CodeCell .jp-InputPrompt')] : [];
-  return [prompts.length, prompts.filter(p => /\\[[0-9*]+\\]/.test(p.textContent)).length]; }"""
-
-
-def _open_and_run_all(p, base: str, token: str, name: str, errors: list[str]):
-    """A browser page with notebook ``name`` open in JupyterLab and all its cells sent to its
-    kernel; returns ``(browser, page, dialogs seen)``. Requests may only go to the local server.
-
-    Run All goes through ``window.jupyterapp`` (the lab runs with ``expose_app_in_browser``):
-    the command names the notebook's own panel, and is sent only once that panel's kernel is
-    connected and idle; the run counts as started only when a code cell *of that panel* shows
-    an execution prompt.
-    """
-    browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    page.route("**/*", lambda r: r.continue_() if urlparse(r.request.url).hostname
-               in ("127.0.0.1", None) or urlparse(r.request.url).scheme in ("data", "blob")
-               else r.abort())
-    page.on("pageerror", lambda exc: errors.append(f"uncaught: {exc}"))
-    page.goto(f"{base}/lab/tree/{name}?token={token}", timeout=RUN_TIMEOUT_MS)
-    dialogs: list[str] = []
-    deadline = time.monotonic() + RUN_TIMEOUT_MS / 1000
-    panel = None
-    while panel is None:  # a kernel picker or a notice may come up while the kernel starts
-        _close_dialogs(page, dialogs)
-        panel = page.evaluate(_PANEL_READY, name)
-        if panel is None:
-            if time.monotonic() > deadline:
-                _fail_with_shot(page, name, f"the notebook's kernel was not ready after "
-                                f"{RUN_TIMEOUT_MS / 1000:.0f} s", dialogs)
-            page.wait_for_timeout(250)
-    _close_dialogs(page, dialogs)
-    page.evaluate(_RUN_ALL, panel)
-    try:  # the run reached this notebook: one of its code cells shows [*] or [n]
-        page.wait_for_function(f"id => ({_PROMPTS})(id)[1] > 0", arg=panel,
-                               timeout=UPDATE_TIMEOUT_MS * 2)
-    except Exception:  # noqa: BLE001 - the failure says what the page shows
-        _fail_with_shot(page, name, "Run All did not start any cell of the notebook "
-                        f"(command: {page.evaluate('window.__llmvizRunAll')!r}, prompts "
-                        f"[cells, executed]: {page.evaluate(_PROMPTS, panel)})", dialogs)
-    return browser, page, dialogs
-
-
-def _fail_with_shot(page, name: str, message: str, dialogs: list[str]) -> None:
-    BUILD.mkdir(exist_ok=True)
-    shot = BUILD / f"live_failure_{Path(name).stem}.png"
-    page.screenshot(path=str(shot), full_page=True)
-    pytest.fail(f"{name}: {message}; JupyterLab dialogs seen: {dialogs}; screenshot: {shot}",
-                pytrace=False)
-
-
 def test_live_explorer_follows_its_sliders(lab):
     from playwright.sync_api import sync_playwright
 
-    base, token = lab
-    errors: list[str] = []
     latencies: list[float] = []
     with sync_playwright() as p:
-        browser, page, dialogs = _open_and_run_all(p, base, token, CHAPTER, errors)
+        run = LiveRun(p, lab, CHAPTER)
+        page, errors = run.page, run.errors
+        run.open_and_run_all()
         # The explorer is the chapter's last widget: wait for its figure inside its Output.
-        try:
-            page.wait_for_selector(".widget-output .js-plotly-plot .gtitle",
-                                   timeout=RUN_TIMEOUT_MS, state="attached")
-        except Exception:
-            BUILD.mkdir(exist_ok=True)
-            page.screenshot(path=str(BUILD / "live_failure.png"), full_page=True)
-            print("JupyterLab dialogs seen:", dialogs)
-            raise
+        run.wait_for_run("() => !!document.querySelector('.widget-output .js-plotly-plot .gtitle')",
+                         None, "the explorer's figure", stall_ms=RUN_STALL_MS,
+                         total_ms=RUN_TIMEOUT_MS)
         box = page.query_selector_all(".widget-vbox")[-1]
         output = box.query_selector(".widget-output")
         sliders = box.query_selector_all(".widget-slider")
@@ -271,8 +128,13 @@ def test_live_explorer_follows_its_sliders(lab):
             slider.query_selector(".noUi-handle").focus()
             start = time.perf_counter()
             page.keyboard.press(key)
-            page.wait_for_function(f"([o, b]) => ({_TITLE})(o) !== b", arg=[output, before],
-                                   timeout=UPDATE_TIMEOUT_MS, polling="raf")
+            try:
+                page.wait_for_function(f"([o, b]) => ({_TITLE})(o) !== b", arg=[output, before],
+                                       timeout=UPDATE_TIMEOUT_MS, polling="raf")
+            except Exception:  # noqa: BLE001 - the failure says what the page shows
+                run.fail(f"after {key} on a slider the figure's title stayed {before!r} for "
+                         f"{UPDATE_TIMEOUT_MS / 1000:.0f} s (explorer output: "
+                         f"{(output.text_content() or '')[:300]!r})")
             latencies.append(time.perf_counter() - start)
             return title(), slider.query_selector(".widget-readout").text_content().strip()
 
@@ -305,7 +167,7 @@ def test_live_explorer_follows_its_sliders(lab):
         page.wait_for_timeout(1000)  # nothing stale may land afterwards
         if value not in (title() or ""):
             problems.append(f"a stale figure landed after the held key: {title()!r} at {value}")
-        browser.close()
+        run.browser.close()
     report = {"chapter": CHAPTER, "updates": len(latencies),
               "load_average_1min": round(os.getloadavg()[0], 2), "cpus": os.cpu_count(),
               "median_ms": round(statistics.median(latencies) * 1000, 1),
@@ -354,25 +216,20 @@ def test_live_gallery_every_control_follows(lab):
     """Every control of every explorer in the gallery, in JupyterLab's live face."""
     from playwright.sync_api import sync_playwright
 
-    base, token = lab
     expected = _explorer_cells(ROOT / "notebooks" / GALLERY)
     assert len(expected) >= 15, f"the gallery shows only {len(expected)} explorers"
-    errors: list[str] = []
     problems: list[str] = []
     latencies: list[float] = []
     controls = 0
     with sync_playwright() as p:
-        browser, page, dialogs = _open_and_run_all(p, base, token, GALLERY, errors)
-        try:  # every explorer drawn: as many boxes with a figure as explorer cells
-            page.wait_for_function(
-                f"n => [...document.querySelectorAll('{_BOXES}')]"
-                ".filter(b => b.querySelector('.js-plotly-plot .main-svg')).length >= n",
-                arg=len(expected), timeout=GALLERY_RUN_TIMEOUT_MS, polling=1000)
-        except Exception:
-            BUILD.mkdir(exist_ok=True)
-            page.screenshot(path=str(BUILD / "live_gallery_failure.png"), full_page=True)
-            print("JupyterLab dialogs seen:", dialogs)
-            raise
+        run = LiveRun(p, lab, GALLERY)
+        page, errors = run.page, run.errors
+        run.open_and_run_all()
+        run.wait_for_run(  # every explorer drawn: as many boxes with a figure as explorer cells
+            f"n => [...document.querySelectorAll('{_BOXES}')]"
+            ".filter(b => b.querySelector('.js-plotly-plot .main-svg')).length >= n",
+            len(expected), f"the figures of all {len(expected)} explorers",
+            stall_ms=RUN_STALL_MS, total_ms=GALLERY_RUN_TIMEOUT_MS, poll_ms=1000)
         boxes = page.query_selector_all(_BOXES)
         assert len(boxes) == len(expected), f"{len(boxes)} explorer boxes for {expected}"
 
@@ -399,7 +256,12 @@ def test_live_gallery_every_control_follows(lab):
             page.wait_for_timeout(500)
             return out.evaluate(_SNAPSHOT) == want
 
+        deadline, dead = time.monotonic() + GALLERY_DRIVE_TIMEOUT_S, 0
         for b, (box, call) in enumerate(zip(boxes, expected)):
+            if time.monotonic() > deadline:
+                run.fail(f"driving the controls took over {GALLERY_DRIVE_TIMEOUT_S} s; stopped "
+                         f"before {call} ({controls} controls driven); problems so far:\n"
+                         + "\n".join(problems))
             box.scroll_into_view_if_needed()
             out = box.query_selector(":scope > .widget-output")
             items = box.query_selector_all(":scope > .widget-hbox > .widget-slider, "
@@ -438,7 +300,12 @@ def test_live_gallery_every_control_follows(lab):
                 if not redraw(out, away):
                     problems.append(f"{where}: moving it did not redraw the figure "
                                     f"({(out.text_content() or '')[:200]!r})")
+                    dead += 1
+                    if dead >= GALLERY_DEAD_CONTROLS:  # the kernel or its comms are gone: say so
+                        run.fail(f"{dead} controls in a row did not redraw their figure; "
+                                 "stopped. Problems so far:\n" + "\n".join(problems))
                     continue
+                dead = 0
                 page.wait_for_timeout(300)
                 if out.evaluate(_SNAPSHOT) == first:
                     problems.append(f"{where}: moving it redrew the same figure")
@@ -455,7 +322,7 @@ def test_live_gallery_every_control_follows(lab):
                 if not settled(out, first):
                     problems.append(f"{where}: after a burst of {BURST} moves away and back the "
                                     "figure is not the one for the control's value (stale)")
-        browser.close()
+        run.browser.close()
     assert latencies, "no update was timed"
     median_ms = statistics.median(latencies) * 1000
     load = os.getloadavg()[0]
@@ -477,3 +344,43 @@ def test_live_gallery_every_control_follows(lab):
         problems.append(f"median update {median_ms:.0f} ms is over {bound_ms:.0f} ms "
                         f"({report['bound_reason']})")
     assert not problems + errors, "\n".join(problems + errors)
+
+
+# ----------------------------------------------------------------------------- a run that fails
+@pytest.fixture
+def broken_lab(tmp_path_factory):
+    """A JupyterLab serving one notebook whose second cell raises (a missing module)."""
+    if importlib.util.find_spec("jupyterlab") is None:
+        pytest.fail("jupyterlab is not installed (pip install -e '.[test]' installs it)", pytrace=False)
+    root = tmp_path_factory.mktemp("broken")
+    cells = ["x = 1", "import llmviz_no_such_module", "y = 2"]
+    (root / "broken.ipynb").write_text(json.dumps({
+        "cells": [{"cell_type": "code", "metadata": {}, "source": c, "outputs": [],
+                   "execution_count": None} for c in cells],
+        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
+                                    "name": "python3"}},
+        "nbformat": 4, "nbformat_minor": 5}))
+    yield from start_lab(root, tmp_path_factory.mktemp("broken-home"))
+
+
+def test_live_run_stops_at_once_when_a_cell_raises(broken_lab):
+    """The wait for a run's figures does not sit out its timeout when Run All has stopped at a
+    cell that raised (how the tests above once waited 120 s and 600 s for nothing): it fails
+    within seconds, naming the cell, the exception and what did not run."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        run = LiveRun(p, broken_lab, "broken.ipynb")
+        run.open_and_run_all()
+        start = time.monotonic()
+        with pytest.raises(pytest.fail.Exception) as failure:
+            run.wait_for_run("() => false", None, "a figure that never comes",
+                             stall_ms=RUN_STALL_MS, total_ms=RUN_TIMEOUT_MS)
+        waited = time.monotonic() - start
+        run.browser.close()
+    (BUILD / "live_failure_broken.png").unlink(missing_ok=True)  # an expected failure's picture
+    message = str(failure.value)
+    for shown in ("a cell raised, so Run All stopped there", "not run: 1",
+                  "cell 2/3: ModuleNotFoundError: No module named 'llmviz_no_such_module'"):
+        assert shown in message, f"{shown!r} missing from the failure message:\n{message}"
+    assert waited < SETTLE_MS / 1000, f"it failed only after {waited:.0f} s"
