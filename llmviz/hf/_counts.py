@@ -16,8 +16,9 @@ import torch
 
 from ..ffn import FFN_KINDS
 from ..model.config import ModelConfig
-from ..model.lm import DecoderLM
-from .config import config_from_hf
+from ._layout import layout_of
+from .config import SUPPORTED, config_from_hf, family_of
+from .weights import build_model
 
 __all__ = ["NORM_LABELS", "PLACEMENT_LABELS", "LayerAnatomy", "read_architecture"]
 
@@ -95,12 +96,13 @@ def read_architecture(c: Any) -> tuple[ModelConfig, _Arch, list[LayerAnatomy], i
     of a transformers config of a supported family."""
     cfg = config_from_hf(c)
     with torch.device("meta"):
-        model = DecoderLM(cfg)
+        model = build_model(cfg, layout_of(SUPPORTED[family_of(c)]), c)
     glu = cfg.ffn not in ("mlp", "xielu")  # the two plain (ungated) feed-forward kinds
     act = getattr(c, "hidden_activation", None) or getattr(c, "hidden_act", None) or getattr(
         c, "activation_function", None) or cfg.activation or FFN_KINDS[cfg.ffn]  # the config's own name
     arch = _Arch(
-        norm=NORM_LABELS[cfg.norm], placement="parallel" if cfg.parallel else PLACEMENT_LABELS[cfg.placement],
+        norm=NORM_LABELS[cfg.norm], placement=("parallel" + (" (two norms)" if model.layers[0].ffn_norm is not None else ""))
+        if cfg.parallel else PLACEMENT_LABELS[cfg.placement],
         ffn="glu" if glu else "mlp", activation=act,
         qk_norm=None if cfg.qk_norm is None else ("per head" if cfg.qk_norm_scope == "head" else "whole projection")
         + (", after RoPE" if cfg.attn_kind == "qk_norm_after_rope" else ""),

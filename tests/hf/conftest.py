@@ -162,9 +162,13 @@ FAMILIES = {
     "deepseek_v2-lite": ("DeepseekV2Config", "DeepseekV2ForCausalLM",  # V2-Lite: no q LoRA, greedy
                          dict(FAMILIES_MLA, q_lora_rank=None, topk_method="greedy", n_group=None,
                               topk_group=None, rope_parameters={"rope_type": "default", "rope_theta": 1e4})),
-    "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM",  # serial blocks: the parallel ones are refused
+    "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM",  # serial blocks
                  dict(use_parallel_residual=False, num_key_value_heads=None,
                       rope_parameters={"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.25})),
+    "gpt_neox-parallel": ("GPTNeoXConfig", "GPTNeoXForCausalLM",  # Pythia: two norms per parallel block
+                          dict(use_parallel_residual=True, num_key_value_heads=None,
+                               rope_parameters={"rope_type": "default", "rope_theta": 1e4,
+                                                "partial_rotary_factor": 0.25})),
     "bloom": ("BloomConfig", "BloomForCausalLM", {}),
     "bloom-6heads": ("BloomConfig", "BloomForCausalLM", dict(hidden_size=48, n_head=6)),  # ALiBi's odd slopes
     "falcon": ("FalconConfig", "FalconForCausalLM", {}),  # Falcon-7B: multi-query, parallel

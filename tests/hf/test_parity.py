@@ -241,6 +241,11 @@ def test_bridge_family_features_are_represented(make_hf):
     assert (c.q_lora_rank, c.moe_n_groups) == (None, None)
     c = config_from_hf(make_hf("gpt_neox").config)  # q/k/v fused per head, partial rotary
     assert (c.norm, c.ffn, c.bias, c.rotary_dim, c.parallel, c.tie_embeddings) == ("layer", "mlp", True, 4, False, False)
+    from llmviz.model.parallel_norms import TwoNormParallelBlock
+
+    hf = make_hf("gpt_neox-parallel")  # side by side, one LayerNorm per branch
+    assert config_from_hf(hf.config).parallel
+    assert all(isinstance(b, TwoNormParallelBlock) and b.ffn_norm is not None for b in from_hf(hf).layers)
     c = config_from_hf(make_hf("bloom").config)  # ALiBi, a norm after the embedding, tied head
     assert (c.position, c.embed_norm, c.norm, c.activation, c.tie_embeddings) == ("alibi", True, "layer", "gelu_tanh", True)
     c = config_from_hf(make_hf("falcon").config)  # one key/value head, attention and MLP side by side

@@ -262,8 +262,6 @@ def test_2026_families_refuse_what_they_cannot_represent(make_hf):
     config.hidden_act = "silu"
     with pytest.raises(NotImplementedError, match="hidden_act='silu' is not supported .*xIELU"):
         config_from_hf(config)
-    with pytest.raises(NotImplementedError, match="use_parallel_residual=True is not supported .*two different LayerNorms"):
-        config_from_hf(make_hf("gpt_neox", use_parallel_residual=True).config)
     with pytest.raises(NotImplementedError, match="apply_residual_connection_post_layernorm=True is not supported"):
         config_from_hf(make_hf("bloom", apply_residual_connection_post_layernorm=True).config)
     with pytest.raises(NotImplementedError, match="num_ln_in_parallel_attn=2 is not supported .*two LayerNorms"):
