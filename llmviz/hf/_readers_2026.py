@@ -6,8 +6,8 @@ heads (attention kind ``"qk_norm_after_rope"``) and HunYuan's fixed NTK-alpha Ro
 model adds a softmax top-k mixture and one shared expert on every layer. Apertus
 (``apertus``): Qwen 3's attention and a plain MLP with the trainable xIELU activation
 (feed-forward kind ``"xielu"``). DeepSeek-V2 (``deepseek_v2``): DeepSeek-V3's latent attention
-with softmax-scored experts, never renormalised (greedy top-k; the group-limited variant is
-refused).
+with softmax-scored experts, never renormalised (greedy top-k, or top-k inside the groups whose
+best expert scores highest).
 The shared field readers are in :mod:`._readers`.
 """
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..moe.group_max import BestInGroupRouter
 from ._layout import stores
 from ._readers import attr, check_glu_silu, decoder, require
 from ._readers_2025 import mla
@@ -83,19 +84,31 @@ def apertus(c: Any) -> dict[str, Any]:
     return f
 
 
+def _best_in_group(model: Any, c: Any) -> Any:
+    """DeepSeek-V2's group-limited routers rank groups by their best expert."""
+    if attr(c, "topk_method", "greedy") == "group_limited_greedy":
+        for block in model.layers:
+            if block.is_moe:
+                block.mlp.gate = BestInGroupRouter.from_router(block.mlp.gate)
+    return model
+
+
+@stores(adapt=_best_in_group)
 def deepseek_v2(c: Any) -> dict[str, Any]:
     """DeepSeek-V2: latent attention (interleaved RoPE, YaRN's attention correction); dense
     feed-forwards for the first ``first_k_dense_replace`` layers, then a softmax top-k mixture
     whose weights are the chosen probabilities times ``routed_scaling_factor`` (never
     renormalised: transformers ignores ``norm_topk_prob`` here), plus ``n_shared_experts``.
-    Only ``topk_method="greedy"`` (V2-Lite, Coder-V2-Lite) is read."""
+    ``topk_method="greedy"`` (V2-Lite, Coder-V2-Lite) picks among all experts;
+    ``"group_limited_greedy"`` (V2, 236B) only inside the ``topk_group`` of ``n_group`` groups
+    whose best probability is highest: the config holds the groups (``moe_n_groups``) and the
+    built model's routers are :class:`~llmviz.moe.group_max.BestInGroupRouter` (DeepSeek-V3's
+    router ranks groups by their two best scores instead)."""
     method = attr(c, "topk_method", "greedy")
-    if method != "greedy":
+    if method not in ("greedy", "group_limited_greedy"):
         raise NotImplementedError(
-            f"deepseek_v2: topk_method={method!r} is not supported: group_limited_greedy ranks "
-            "expert groups by their best softmax probability, while llmviz's group-limited router "
-            "ranks them by the sum of their two best scores (DeepSeek-V3's rule); 'greedy' "
-            "checkpoints (DeepSeek-V2-Lite) load")
+            f"deepseek_v2: topk_method={method!r} is not supported; llmviz reads 'greedy' and "
+            "'group_limited_greedy'")
     f = mla(c)
     f["rope_layout"] = "interleaved"  # complex multiplication on (even, odd) pairs
     first = int(attr(c, "first_k_dense_replace", 0))
@@ -113,6 +126,11 @@ def deepseek_v2(c: Any) -> dict[str, Any]:
              shared_expert_d_ff=n_shared * c.moe_intermediate_size if n_shared else None,
              moe_score="softmax", moe_normalize=False, moe_scaling=float(c.routed_scaling_factor),
              moe_layers=sparse)
+    if method == "group_limited_greedy":
+        if c.n_group is None or c.topk_group is None:
+            raise ValueError(f"deepseek_v2: topk_method='group_limited_greedy' with n_group={c.n_group!r}, "
+                             f"topk_group={c.topk_group!r}: the router needs both (DeepSeek-V2: 8 and 3)")
+        f.update(moe_n_groups=int(c.n_group), moe_topk_groups=int(c.topk_group))
     return f
 
 

@@ -159,6 +159,8 @@ FAMILIES = {
     "apertus": ("ApertusConfig", "ApertusForCausalLM", dict(head_dim=16, attention_bias=True)),
     "deepseek_v2": ("DeepseekV2Config", "DeepseekV2ForCausalLM",
                     dict(FAMILIES_MLA, topk_method="greedy", n_group=None, topk_group=None, num_experts_per_tok=3)),
+    "deepseek_v2-grouped": ("DeepseekV2Config", "DeepseekV2ForCausalLM",  # V2 (236B): 1 of 2 groups
+                            dict(FAMILIES_MLA, topk_method="group_limited_greedy")),
     "deepseek_v2-lite": ("DeepseekV2Config", "DeepseekV2ForCausalLM",  # V2-Lite: no q LoRA, greedy
                          dict(FAMILIES_MLA, q_lora_rank=None, topk_method="greedy", n_group=None,
                               topk_group=None, rope_parameters={"rope_type": "default", "rope_theta": 1e4})),

@@ -237,6 +237,11 @@ def test_bridge_family_features_are_represented(make_hf):
     c = config_from_hf(make_hf("deepseek_v2").config)  # softmax scores, never renormalised
     assert (c.attn_kind, c.moe_score, c.moe_normalize, c.moe_scaling, c.moe_n_groups, c.moe_layers) == (
         "mla", "softmax", False, 2.5, None, (1, 2))
+    from llmviz.moe.group_max import BestInGroupRouter
+
+    hf = make_hf("deepseek_v2-grouped")  # groups ranked by their best expert, not V3's best two
+    assert (config_from_hf(hf.config).moe_n_groups, config_from_hf(hf.config).moe_topk_groups) == (2, 1)
+    assert [type(b.mlp.gate) for b in from_hf(hf).layers[1:]] == [BestInGroupRouter] * 2
     c = config_from_hf(make_hf("deepseek_v2-lite").config)
     assert (c.q_lora_rank, c.moe_n_groups) == (None, None)
     c = config_from_hf(make_hf("gpt_neox").config)  # q/k/v fused per head, partial rotary
