@@ -7,7 +7,8 @@ model adds a softmax top-k mixture and one shared expert on every layer. Apertus
 (``apertus``): Qwen 3's attention and a plain MLP with the trainable xIELU activation
 (feed-forward kind ``"xielu"``). DeepSeek-V2 (``deepseek_v2``): DeepSeek-V3's latent attention
 with softmax-scored experts, never renormalised (greedy top-k, or top-k inside the groups whose
-best expert scores highest).
+best expert scores highest). Phi-3.5-MoE (``phimoe``): Mixtral's block with LayerNorms and
+SparseMixer routing (:mod:`llmviz.moe.sparsemixer`).
 The shared field readers are in :mod:`._readers`.
 """
 
@@ -16,9 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..moe.group_max import BestInGroupRouter
+from ..moe.sparsemixer import SparseMixerRouter
 from ._layout import stores
 from ._readers import attr, check_glu_silu, decoder, require
-from ._readers_2025 import mla
+from ._readers_2025 import mixtral, mla
 from .rope import rope_parameters_of
 
 __all__ = ["READERS_2026", "apertus", "deepseek_v2", "hunyuan_dense", "hunyuan_moe", "ntk_alpha_rope"]
@@ -134,6 +136,28 @@ def deepseek_v2(c: Any) -> dict[str, Any]:
     return f
 
 
+def _sparsemixer(model: Any, c: Any) -> Any:
+    """Phi-3.5-MoE's routers: SparseMixer with tolerance ``router_jitter_noise``."""
+    for block in model.layers:
+        block.mlp.gate = SparseMixerRouter.from_router(block.mlp.gate, float(c.router_jitter_noise))
+    return model
+
+
+@stores(adapt=_sparsemixer, renames={"mlp.gate.weight": "mlp.router.weight"})
+def phimoe(c: Any) -> dict[str, Any]:
+    """Phi-3.5-MoE: Mixtral's block with LayerNorms (``rms_norm_eps`` is their epsilon), q/k/v/o
+    biases from ``attention_bias``, and SparseMixer routing of two experts per token
+    (:class:`~llmviz.moe.sparsemixer.SparseMixerRouter`, tolerance ``router_jitter_noise``)."""
+    require(c, "lm_head_bias", (False, None), "the output head has a bias; llmviz's head has none")
+    require(c, "num_experts_per_tok", 2, "SparseMixer picks exactly two experts")
+    if not attr(c, "router_jitter_noise", 0.0) > 0:
+        raise ValueError(f"phimoe: router_jitter_noise={c.router_jitter_noise!r}; SparseMixer's "
+                         "tolerance must be positive (Phi-3.5-MoE: 0.01)")
+    f = mixtral(c)
+    f.update(norm="layer", attn_bias=bool(attr(c, "attention_bias", False)))
+    return f
+
+
 #: model_type -> reader, for the families above.
 READERS_2026 = {"hunyuan_v1_dense": hunyuan_dense, "hunyuan_v1_moe": hunyuan_moe, "apertus": apertus,
-                "deepseek_v2": deepseek_v2}
+                "deepseek_v2": deepseek_v2, "phimoe": phimoe}

@@ -89,10 +89,6 @@ REFUSED: dict[str, str] = {
     "dory": "residual branches mixed in by learned per-channel rates (lambda_1, lambda_2), not added",
     "dbrx": "q, k and v clamped to clip_qkv; llmviz has no clamp",
     "jetmoe": "a mixture of attention heads (MoA) beside its experts; llmviz's attention is dense",
-    "phimoe": "SparseMixer routing: each of its two picks is weighted by a softmax over only the "
-              "experts whose logits lie within 2 * router_jitter_noise (relative) of the pick's, the "
-              "first pick left out of the second's (training adds Gumbel sampling); llmviz's routers "
-              "weigh by a softmax or sigmoid over every expert",
     "minicpm3": "embeddings scaled by scale_emb and residual branches by scale_depth (muP); llmviz "
                 "has no residual scaling",
     "zaya": "learned residual scaling per channel (ZayaResidualScaling); llmviz adds residuals",

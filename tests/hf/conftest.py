@@ -164,6 +164,8 @@ FAMILIES = {
     "deepseek_v2-lite": ("DeepseekV2Config", "DeepseekV2ForCausalLM",  # V2-Lite: no q LoRA, greedy
                          dict(FAMILIES_MLA, q_lora_rank=None, topk_method="greedy", n_group=None,
                               topk_group=None, rope_parameters={"rope_type": "default", "rope_theta": 1e4})),
+    "phimoe": ("PhimoeConfig", "PhimoeForCausalLM",  # SparseMixer's wide tolerance: more near-ties
+               dict(num_local_experts=4, num_experts_per_tok=2, attention_bias=True, router_jitter_noise=0.2)),
     "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM",  # serial blocks
                  dict(use_parallel_residual=False, num_key_value_heads=None,
                       rope_parameters={"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.25})),

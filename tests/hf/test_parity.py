@@ -244,6 +244,12 @@ def test_bridge_family_features_are_represented(make_hf):
     assert [type(b.mlp.gate) for b in from_hf(hf).layers[1:]] == [BestInGroupRouter] * 2
     c = config_from_hf(make_hf("deepseek_v2-lite").config)
     assert (c.q_lora_rank, c.moe_n_groups) == (None, None)
+    from llmviz.moe.sparsemixer import SparseMixerRouter
+
+    hf = make_hf("phimoe")  # Mixtral's block with LayerNorms, q/k/v/o biases, SparseMixer routers
+    c = config_from_hf(hf.config)
+    assert (c.norm, c.attn_bias, c.o_bias, c.n_experts, c.experts_top_k) == ("layer", True, True, 4, 2)
+    assert [(type(b.mlp.gate), b.mlp.gate.eps) for b in from_hf(hf).layers] == [(SparseMixerRouter, 0.2)] * 2
     c = config_from_hf(make_hf("gpt_neox").config)  # q/k/v fused per head, partial rotary
     assert (c.norm, c.ffn, c.bias, c.rotary_dim, c.parallel, c.tie_embeddings) == ("layer", "mlp", True, 4, False, False)
     from llmviz.model.parallel_norms import TwoNormParallelBlock
