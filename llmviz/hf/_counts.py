@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from ..attention.short_conv import ShortConv
 from ..ffn import FFN_KINDS
 from ..model.config import ModelConfig
 from ._layout import layout_of
@@ -29,11 +30,12 @@ class LayerAnatomy:
 
     Attributes:
         index: layer number.
-        attention: ``"global"``, ``"sliding"``, ``"latent"`` (DeepSeek MLA) or ``"linear"``
-            (Qwen3-Next's gated DeltaNet: a fixed-size state instead of a growing cache).
+        attention: ``"global"``, ``"sliding"``, ``"latent"`` (DeepSeek MLA), ``"linear"``
+            (Qwen3-Next's gated DeltaNet: a fixed-size state instead of a growing cache) or
+            ``"conv"`` (LFM2's gated short convolution: a state of its last inputs).
         window: keys a query sees in a sliding layer (None = all).
-        position: ``"rope"``, ``"nope"``, ``"none"`` (linear attention: order enters through
-            its recurrence) or ``"learned"`` (added once at the input).
+        position: ``"rope"``, ``"nope"``, ``"none"`` (linear attention and convolutions: order
+            enters through the recurrence or the kernel) or ``"learned"`` (added once at the input).
         rope_base: RoPE theta of this layer (None without RoPE).
         rope_scaling: e.g. ``"yarn x32"`` (None when unscaled).
         rotary_dim: rotating features per head (None = the whole head).
@@ -129,12 +131,14 @@ def read_architecture(c: Any) -> tuple[ModelConfig, _Arch, list[LayerAnatomy], i
         rotary = cfg.rotary_dim if cfg.rotary_dim not in (None, D) else None
         if cfg.mixer_for(i) == "linear":
             kind, kv, scores, rope = "linear", 0, 0, False
+        elif isinstance(block.self_attn, ShortConv):  # LFM2's conv layers (the layout's adapt)
+            kind, kv, scores, rope = "conv", 0, 0, False
         elif cfg.attn_kind == "mla":
             kind, kv, rotary = "latent", cfg.kv_lora_rank + cfg.qk_rope_head_dim, cfg.qk_rope_head_dim
             scores = H * (cfg.qk_nope_head_dim + cfg.qk_rope_head_dim + cfg.v_head_dim)
         else:
             kind, kv, scores = ("sliding" if window is not None else "global"), 2 * G * D, H * 2 * D
-        position = "none" if kind == "linear" else ("rope" if rope else ("nope" if nope else cfg.position))
+        position = "none" if kind in ("linear", "conv") else ("rope" if rope else ("nope" if nope else cfg.position))
         layers.append(LayerAnatomy(
             index=i, attention=kind, window=window, position=position,
             rope_base=base if rope else None,

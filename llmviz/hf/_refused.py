@@ -17,8 +17,8 @@ _ENCODER = ("an encoder or encoder-decoder architecture (its causal-LM class is 
 _MULTIMODAL = "a multimodal model (image, audio or video inputs); llmviz loads text decoders"
 _SSM = "a recurrent or state-space model with no softmax attention; llmviz has no state-space mixer"
 _HYBRID_SSM = "Mamba (state-space) layers beside attention; llmviz has no state-space mixer"
-_SHORTCONV = ("gated short-convolution blocks (LFM2's ShortConv) in place of attention in most "
-              "layers; llmviz has no short-convolution mixer")
+_SHORTCONV = ("LFM2's gated short convolutions with {}; llmviz reads the dense LFM2 (model_type "
+              "'lfm2')")
 _INDEXER = ("a sparse-attention indexer picks the keys each query attends to (DeepSeek Sparse "
             "Attention); llmviz attends to every key in its window")
 _GRANITE = ("embedding_multiplier, residual_multiplier, attention_multiplier and logits_scaling "
@@ -39,7 +39,9 @@ REFUSED: dict[str, str] = {
     **dict.fromkeys(("mamba", "mamba2", "falcon_mamba", "rwkv", "xlstm"), _SSM),
     **dict.fromkeys(("bamba", "jamba", "zamba", "zamba2", "falcon_h1", "nemotron_h", "granitemoehybrid"),
                     _HYBRID_SSM),
-    **dict.fromkeys(("lfm2", "lfm2_moe", "lfm3"), _SHORTCONV),
+    "lfm2_moe": _SHORTCONV.format("its own mixture of experts (sigmoid router with a choice bias, "
+                                  "dense first layers) not compared with llmviz's"),
+    "lfm3": _SHORTCONV.format("LFM3's changes, whose modeling code has not been compared with llmviz's"),
     **dict.fromkeys(("deepseek_v32", "glm_moe_dsa", "axk2", "dots3_note", "dots3_note_text",
                      "minimax_m3_vl_text", "hy_v4"), _INDEXER),
     **dict.fromkeys(("granite", "granite_swa", "granitemoe", "granitemoe_swa", "granitemoeshared",

@@ -166,6 +166,9 @@ FAMILIES = {
                               topk_group=None, rope_parameters={"rope_type": "default", "rope_theta": 1e4})),
     "phimoe": ("PhimoeConfig", "PhimoeForCausalLM",  # SparseMixer's wide tolerance: more near-ties
                dict(num_local_experts=4, num_experts_per_tok=2, attention_bias=True, router_jitter_noise=0.2)),
+    "lfm2": ("Lfm2Config", "Lfm2ForCausalLM",  # conv, attention, conv, attention; biased convolutions
+             dict(num_hidden_layers=4, layer_types=["conv", "full_attention", "conv", "full_attention"],
+                  conv_bias=True, block_multiple_of=16)),
     "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM",  # serial blocks
                  dict(use_parallel_residual=False, num_key_value_heads=None,
                       rope_parameters={"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.25})),

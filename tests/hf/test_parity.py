@@ -250,6 +250,14 @@ def test_bridge_family_features_are_represented(make_hf):
     c = config_from_hf(hf.config)
     assert (c.norm, c.attn_bias, c.o_bias, c.n_experts, c.experts_top_k) == ("layer", True, True, 4, 2)
     assert [(type(b.mlp.gate), b.mlp.gate.eps) for b in from_hf(hf).layers] == [(SparseMixerRouter, 0.2)] * 2
+    from llmviz.attention.short_conv import ShortConv
+
+    hf = make_hf("lfm2")  # short convolutions in the conv layers, QK-normed attention in the others
+    c = config_from_hf(hf.config)
+    assert (c.qk_norm, c.qk_norm_scope, c.d_ff, c.norm) == ("rms", "head", 64, "rms")  # int(2 * 96 / 3) = 64
+    assert [type(b.self_attn).__name__ for b in from_hf(hf).layers] == ["ShortConv", "MultiHeadAttention"] * 2
+    conv = from_hf(hf).layers[0].self_attn
+    assert isinstance(conv, ShortConv) and conv.kernel_size == hf.config.conv_L_cache == 3
     c = config_from_hf(make_hf("gpt_neox").config)  # q/k/v fused per head, partial rotary
     assert (c.norm, c.ffn, c.bias, c.rotary_dim, c.parallel, c.tie_embeddings) == ("layer", "mlp", True, 4, False, False)
     from llmviz.model.parallel_norms import TwoNormParallelBlock
