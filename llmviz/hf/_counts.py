@@ -30,7 +30,7 @@ class LayerAnatomy:
 
     Attributes:
         index: layer number.
-        attention: ``"global"``, ``"sliding"``, ``"latent"`` (DeepSeek MLA), ``"linear"``
+        attention: ``"global"``, ``"sliding"``, ``"chunked"`` (Llama 4), ``"latent"`` (DeepSeek MLA), ``"linear"``
             (Qwen3-Next's gated DeltaNet: a fixed-size state instead of a growing cache) or
             ``"conv"`` (LFM2's gated short convolution: a state of its last inputs).
         window: keys a query sees in a sliding layer (None = all).
@@ -137,7 +137,8 @@ def read_architecture(c: Any) -> tuple[ModelConfig, _Arch, list[LayerAnatomy], i
             kind, kv, rotary = "latent", cfg.kv_lora_rank + cfg.qk_rope_head_dim, cfg.qk_rope_head_dim
             scores = H * (cfg.qk_nope_head_dim + cfg.qk_rope_head_dim + cfg.v_head_dim)
         else:
-            kind, kv, scores = ("sliding" if window is not None else "global"), 2 * G * D, H * 2 * D
+            local = "chunked" if cfg.local_attention == "chunked" else "sliding"  # Llama 4's chunks
+            kind, kv, scores = (local if window is not None else "global"), 2 * G * D, H * 2 * D
         position = "none" if kind in ("linear", "conv") else ("rope" if rope else ("nope" if nope else cfg.position))
         layers.append(LayerAnatomy(
             index=i, attention=kind, window=window, position=position,

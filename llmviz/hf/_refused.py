@@ -59,11 +59,6 @@ REFUSED: dict[str, str] = {
     "qwen3_5_moe": "a vision-language model; load its text part (Qwen3_5MoeForCausalLM, model_type "
                    "'qwen3_5_moe_text') instead",
     "llama4": "the multimodal Llama 4; its text model is model_type 'llama4_text'",
-    "llama4_text": "its mixture scales each expert's input (not its output) by the router's sigmoid "
-                   "score, its NoPE layers scale queries by a position-dependent temperature "
-                   "(attn_temperature_tuning, floor_scale, attn_scale) and its RoPE layers L2-normalise "
-                   "the rotated q and k without a weight (use_qk_norm); llmviz has the chunked local "
-                   "attention (local_attention='chunked') but none of these three",
     "gemma4_text": "a second, per-layer token embedding (vocab_size_per_layer_input, "
                    "hidden_size_per_layer_input) fed into every layer, and keys and values shared by "
                    "the last num_kv_shared_layers layers; llmviz has neither",

@@ -169,6 +169,10 @@ FAMILIES = {
     "lfm2": ("Lfm2Config", "Lfm2ForCausalLM",  # conv, attention, conv, attention; biased convolutions
              dict(num_hidden_layers=4, layer_types=["conv", "full_attention", "conv", "full_attention"],
                   conv_bias=True, block_multiple_of=16)),
+    "llama4_text": ("Llama4TextConfig", "Llama4ForCausalLM",  # chunks of 5, NoPE every 2nd layer, 2 MoE layers
+                    dict(num_hidden_layers=4, head_dim=16, intermediate_size=32, intermediate_size_mlp=96,
+                         num_local_experts=4, num_experts_per_tok=1, moe_layers=[1, 3], attention_chunk_size=5,
+                         no_rope_layer_interval=2, floor_scale=4, attn_scale=0.5)),
     "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM",  # serial blocks
                  dict(use_parallel_residual=False, num_key_value_heads=None,
                       rope_parameters={"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.25})),

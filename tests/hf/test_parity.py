@@ -258,6 +258,16 @@ def test_bridge_family_features_are_represented(make_hf):
     assert [type(b.self_attn).__name__ for b in from_hf(hf).layers] == ["ShortConv", "MultiHeadAttention"] * 2
     conv = from_hf(hf).layers[0].self_attn
     assert isinstance(conv, ShortConv) and conv.kernel_size == hf.config.conv_L_cache == 3
+    from llmviz.attention.llama4_qk import QueryTemperature, RotaryThenRMS
+    from llmviz.moe.input_scaled import InputScaledMoE
+
+    hf = make_hf("llama4_text")  # chunked RoPE layers, NoPE layers with a query temperature
+    c = config_from_hf(hf.config)
+    assert (c.local_attention, c.layer_windows, c.nope_layers, c.moe_layers, c.rope_layout) == (
+        "chunked", (5, None, 5, None), (1, 3), (1, 3), "interleaved")
+    layers = from_hf(hf).layers
+    assert [type(b.self_attn.rope) for b in layers] == [RotaryThenRMS, QueryTemperature] * 2
+    assert [type(b.mlp) for b in layers[1::2]] == [InputScaledMoE] * 2
     c = config_from_hf(make_hf("gpt_neox").config)  # q/k/v fused per head, partial rotary
     assert (c.norm, c.ffn, c.bias, c.rotary_dim, c.parallel, c.tie_embeddings) == ("layer", "mlp", True, 4, False, False)
     from llmviz.model.parallel_norms import TwoNormParallelBlock
