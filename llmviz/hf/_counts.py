@@ -14,10 +14,12 @@ from typing import Any
 
 import torch
 
+from ..attention.short_conv import ShortConv
 from ..ffn import FFN_KINDS
 from ..model.config import ModelConfig
-from ..model.lm import DecoderLM
-from .config import config_from_hf
+from ._layout import layout_of
+from .config import SUPPORTED, config_from_hf, family_of
+from .weights import build_model
 
 __all__ = ["NORM_LABELS", "PLACEMENT_LABELS", "LayerAnatomy", "read_architecture"]
 
@@ -28,11 +30,12 @@ class LayerAnatomy:
 
     Attributes:
         index: layer number.
-        attention: ``"global"``, ``"sliding"``, ``"latent"`` (DeepSeek MLA) or ``"linear"``
-            (Qwen3-Next's gated DeltaNet: a fixed-size state instead of a growing cache).
+        attention: ``"global"``, ``"sliding"``, ``"chunked"`` (Llama 4), ``"latent"`` (DeepSeek MLA), ``"linear"``
+            (Qwen3-Next's gated DeltaNet: a fixed-size state instead of a growing cache) or
+            ``"conv"`` (LFM2's gated short convolution: a state of its last inputs).
         window: keys a query sees in a sliding layer (None = all).
-        position: ``"rope"``, ``"nope"``, ``"none"`` (linear attention: order enters through
-            its recurrence) or ``"learned"`` (added once at the input).
+        position: ``"rope"``, ``"nope"``, ``"none"`` (linear attention and convolutions: order
+            enters through the recurrence or the kernel) or ``"learned"`` (added once at the input).
         rope_base: RoPE theta of this layer (None without RoPE).
         rope_scaling: e.g. ``"yarn x32"`` (None when unscaled).
         rotary_dim: rotating features per head (None = the whole head).
@@ -95,12 +98,13 @@ def read_architecture(c: Any) -> tuple[ModelConfig, _Arch, list[LayerAnatomy], i
     of a transformers config of a supported family."""
     cfg = config_from_hf(c)
     with torch.device("meta"):
-        model = DecoderLM(cfg)
+        model = build_model(cfg, layout_of(SUPPORTED[family_of(c)]), c)
     glu = cfg.ffn not in ("mlp", "xielu")  # the two plain (ungated) feed-forward kinds
     act = getattr(c, "hidden_activation", None) or getattr(c, "hidden_act", None) or getattr(
         c, "activation_function", None) or cfg.activation or FFN_KINDS[cfg.ffn]  # the config's own name
     arch = _Arch(
-        norm=NORM_LABELS[cfg.norm], placement="parallel" if cfg.parallel else PLACEMENT_LABELS[cfg.placement],
+        norm=NORM_LABELS[cfg.norm], placement=("parallel" + (" (two norms)" if model.layers[0].ffn_norm is not None else ""))
+        if cfg.parallel else PLACEMENT_LABELS[cfg.placement],
         ffn="glu" if glu else "mlp", activation=act,
         qk_norm=None if cfg.qk_norm is None else ("per head" if cfg.qk_norm_scope == "head" else "whole projection")
         + (", after RoPE" if cfg.attn_kind == "qk_norm_after_rope" else ""),
@@ -127,12 +131,15 @@ def read_architecture(c: Any) -> tuple[ModelConfig, _Arch, list[LayerAnatomy], i
         rotary = cfg.rotary_dim if cfg.rotary_dim not in (None, D) else None
         if cfg.mixer_for(i) == "linear":
             kind, kv, scores, rope = "linear", 0, 0, False
+        elif isinstance(block.self_attn, ShortConv):  # LFM2's conv layers (the layout's adapt)
+            kind, kv, scores, rope = "conv", 0, 0, False
         elif cfg.attn_kind == "mla":
             kind, kv, rotary = "latent", cfg.kv_lora_rank + cfg.qk_rope_head_dim, cfg.qk_rope_head_dim
             scores = H * (cfg.qk_nope_head_dim + cfg.qk_rope_head_dim + cfg.v_head_dim)
         else:
-            kind, kv, scores = ("sliding" if window is not None else "global"), 2 * G * D, H * 2 * D
-        position = "none" if kind == "linear" else ("rope" if rope else ("nope" if nope else cfg.position))
+            local = "chunked" if cfg.local_attention == "chunked" else "sliding"  # Llama 4's chunks
+            kind, kv, scores = (local if window is not None else "global"), 2 * G * D, H * 2 * D
+        position = "none" if kind in ("linear", "conv") else ("rope" if rope else ("nope" if nope else cfg.position))
         layers.append(LayerAnatomy(
             index=i, attention=kind, window=window, position=position,
             rope_base=base if rope else None,

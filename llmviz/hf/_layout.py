@@ -45,6 +45,10 @@ class Layout:
             head, ``[head h: q_h | k_h | v_h]`` (GPT-NeoX, BLOOM, Falcon without multi-query);
             with G = 1 it is ``q | k | v`` (Falcon's multi-query); between, Falcon's new
             decoder architecture.
+        adapt: ``adapt(model, hf_config) -> model``, applied to the built
+            :class:`~llmviz.model.lm.DecoderLM` before loading and counting, where a family's
+            model differs from what its ModelConfig builds (GPT-NeoX's two norms per parallel
+            block); None leaves the model as built.
     """
 
     fused: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -56,6 +60,7 @@ class Layout:
     top: dict[str, str] = field(default_factory=dict)
     qkv_grouped: str | None = None
     stored_layers: str = "layers"
+    adapt: Callable[[Any, Any], Any] | None = None
 
     def fused_name(self, proj: str) -> str | None:
         """The stored fused tensor holding llmviz projection ``proj``, or None."""

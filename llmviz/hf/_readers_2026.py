@@ -6,8 +6,9 @@ heads (attention kind ``"qk_norm_after_rope"``) and HunYuan's fixed NTK-alpha Ro
 model adds a softmax top-k mixture and one shared expert on every layer. Apertus
 (``apertus``): Qwen 3's attention and a plain MLP with the trainable xIELU activation
 (feed-forward kind ``"xielu"``). DeepSeek-V2 (``deepseek_v2``): DeepSeek-V3's latent attention
-with softmax-scored experts, never renormalised (greedy top-k; the group-limited variant is
-refused).
+with softmax-scored experts, never renormalised (greedy top-k, or top-k inside the groups whose
+best expert scores highest). Phi-3.5-MoE (``phimoe``): Mixtral's block with LayerNorms and
+SparseMixer routing (:mod:`llmviz.moe.sparsemixer`).
 The shared field readers are in :mod:`._readers`.
 """
 
@@ -15,9 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..moe.group_max import BestInGroupRouter
+from ..moe.sparsemixer import SparseMixerRouter
 from ._layout import stores
 from ._readers import attr, check_glu_silu, decoder, require
-from ._readers_2025 import mla
+from ._readers_2025 import mixtral, mla
 from .rope import rope_parameters_of
 
 __all__ = ["READERS_2026", "apertus", "deepseek_v2", "hunyuan_dense", "hunyuan_moe", "ntk_alpha_rope"]
@@ -83,19 +86,31 @@ def apertus(c: Any) -> dict[str, Any]:
     return f
 
 
+def _best_in_group(model: Any, c: Any) -> Any:
+    """DeepSeek-V2's group-limited routers rank groups by their best expert."""
+    if attr(c, "topk_method", "greedy") == "group_limited_greedy":
+        for block in model.layers:
+            if block.is_moe:
+                block.mlp.gate = BestInGroupRouter.from_router(block.mlp.gate)
+    return model
+
+
+@stores(adapt=_best_in_group)
 def deepseek_v2(c: Any) -> dict[str, Any]:
     """DeepSeek-V2: latent attention (interleaved RoPE, YaRN's attention correction); dense
     feed-forwards for the first ``first_k_dense_replace`` layers, then a softmax top-k mixture
     whose weights are the chosen probabilities times ``routed_scaling_factor`` (never
     renormalised: transformers ignores ``norm_topk_prob`` here), plus ``n_shared_experts``.
-    Only ``topk_method="greedy"`` (V2-Lite, Coder-V2-Lite) is read."""
+    ``topk_method="greedy"`` (V2-Lite, Coder-V2-Lite) picks among all experts;
+    ``"group_limited_greedy"`` (V2, 236B) only inside the ``topk_group`` of ``n_group`` groups
+    whose best probability is highest: the config holds the groups (``moe_n_groups``) and the
+    built model's routers are :class:`~llmviz.moe.group_max.BestInGroupRouter` (DeepSeek-V3's
+    router ranks groups by their two best scores instead)."""
     method = attr(c, "topk_method", "greedy")
-    if method != "greedy":
+    if method not in ("greedy", "group_limited_greedy"):
         raise NotImplementedError(
-            f"deepseek_v2: topk_method={method!r} is not supported: group_limited_greedy ranks "
-            "expert groups by their best softmax probability, while llmviz's group-limited router "
-            "ranks them by the sum of their two best scores (DeepSeek-V3's rule); 'greedy' "
-            "checkpoints (DeepSeek-V2-Lite) load")
+            f"deepseek_v2: topk_method={method!r} is not supported; llmviz reads 'greedy' and "
+            "'group_limited_greedy'")
     f = mla(c)
     f["rope_layout"] = "interleaved"  # complex multiplication on (even, odd) pairs
     first = int(attr(c, "first_k_dense_replace", 0))
@@ -113,9 +128,36 @@ def deepseek_v2(c: Any) -> dict[str, Any]:
              shared_expert_d_ff=n_shared * c.moe_intermediate_size if n_shared else None,
              moe_score="softmax", moe_normalize=False, moe_scaling=float(c.routed_scaling_factor),
              moe_layers=sparse)
+    if method == "group_limited_greedy":
+        if c.n_group is None or c.topk_group is None:
+            raise ValueError(f"deepseek_v2: topk_method='group_limited_greedy' with n_group={c.n_group!r}, "
+                             f"topk_group={c.topk_group!r}: the router needs both (DeepSeek-V2: 8 and 3)")
+        f.update(moe_n_groups=int(c.n_group), moe_topk_groups=int(c.topk_group))
+    return f
+
+
+def _sparsemixer(model: Any, c: Any) -> Any:
+    """Phi-3.5-MoE's routers: SparseMixer with tolerance ``router_jitter_noise``."""
+    for block in model.layers:
+        block.mlp.gate = SparseMixerRouter.from_router(block.mlp.gate, float(c.router_jitter_noise))
+    return model
+
+
+@stores(adapt=_sparsemixer, renames={"mlp.gate.weight": "mlp.router.weight"})
+def phimoe(c: Any) -> dict[str, Any]:
+    """Phi-3.5-MoE: Mixtral's block with LayerNorms (``rms_norm_eps`` is their epsilon), q/k/v/o
+    biases from ``attention_bias``, and SparseMixer routing of two experts per token
+    (:class:`~llmviz.moe.sparsemixer.SparseMixerRouter`, tolerance ``router_jitter_noise``)."""
+    require(c, "lm_head_bias", (False, None), "the output head has a bias; llmviz's head has none")
+    require(c, "num_experts_per_tok", 2, "SparseMixer picks exactly two experts")
+    if not attr(c, "router_jitter_noise", 0.0) > 0:
+        raise ValueError(f"phimoe: router_jitter_noise={c.router_jitter_noise!r}; SparseMixer's "
+                         "tolerance must be positive (Phi-3.5-MoE: 0.01)")
+    f = mixtral(c)
+    f.update(norm="layer", attn_bias=bool(attr(c, "attention_bias", False)))
     return f
 
 
 #: model_type -> reader, for the families above.
 READERS_2026 = {"hunyuan_v1_dense": hunyuan_dense, "hunyuan_v1_moe": hunyuan_moe, "apertus": apertus,
-                "deepseek_v2": deepseek_v2}
+                "deepseek_v2": deepseek_v2, "phimoe": phimoe}

@@ -1,6 +1,6 @@
 """Family readers for :func:`llmviz.hf.config_from_hf`: the GPT-2-era families that store q, k
 and v fused by head or by key/value group and name their modules their own way: GPT-NeoX
-(serial blocks), BLOOM (ALiBi), Falcon (multi-query, parallel), Persimmon (LayerNorm QK-norm),
+(serial, or parallel with two norms), BLOOM (ALiBi), Falcon (multi-query, parallel), Persimmon (LayerNorm QK-norm),
 GPTBigCode (multi-query GPT-2) and GPT-Neo (local layers). Their :class:`~._layout.Layout`
 declarations carry the names (``qkv_grouped``, ``top``, ``stored_layers``, ``renames``).
 """
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..model.parallel_norms import parallel_two_norms
 from ._layout import stores
 from ._readers import activation, attr, decoder, require
 from ._readers_dense import relu2_mlp
@@ -17,7 +18,12 @@ from .rope import rope_parameters_of, rope_spec
 __all__ = ["READERS_CLASSIC", "bloom", "falcon", "gpt_bigcode", "gpt_neo", "gpt_neox", "persimmon"]
 
 
-@stores(prefix="gpt_neox.", qkv_grouped="attention.query_key_value",
+def _neox_norms(model: Any, c: Any) -> Any:
+    """GPT-NeoX's parallel blocks read two norms of the same input: one per branch."""
+    return parallel_two_norms(model) if attr(c, "use_parallel_residual", True) else model
+
+
+@stores(prefix="gpt_neox.", qkv_grouped="attention.query_key_value", adapt=_neox_norms,
         top={"embed_tokens.weight": "embed_in.weight", "norm.weight": "final_layer_norm.weight",
              "norm.bias": "final_layer_norm.bias"},
         renames={"self_attn.o_proj": "attention.dense", "mlp.up_proj": "mlp.dense_h_to_4h",
@@ -25,16 +31,16 @@ __all__ = ["READERS_CLASSIC", "bloom", "falcon", "gpt_bigcode", "gpt_neo", "gpt_
 def gpt_neox(c: Any) -> dict[str, Any]:
     """GPT-NeoX (Pythia): LayerNorm, partial rotary (rotate-half on the first
     ``partial_rotary_factor`` of each head), q/k/v fused per head in ``query_key_value``,
-    biases on attention (``attention_bias``) and on the plain MLP (always). Serial blocks only:
-    ``use_parallel_residual=True`` (the released models) feeds attention and MLP through two
-    different LayerNorms of the same input, and llmviz's parallel block has one norm."""
-    require(c, "use_parallel_residual", False, "attention and MLP read two different LayerNorms "
-            "of the same input (input_layernorm, post_attention_layernorm); llmviz's parallel "
-            "block shares one norm")
+    biases on attention (``attention_bias``) and on the plain MLP (always). With
+    ``use_parallel_residual`` (the released models) attention and MLP run side by side, each from
+    its own LayerNorm of the block's input (``input_layernorm``, ``post_attention_layernorm``):
+    the config says ``parallel=True`` and the built model's blocks are
+    :class:`~llmviz.model.parallel_norms.TwoNormParallelBlock`; otherwise the blocks are serial."""
     f = decoder(c, allow_partial=True)
     if f["activation"] is None:
         raise NotImplementedError(f"gpt_neox: hidden_act={c.hidden_act!r} is not supported")
-    f.update(norm="layer", ffn="mlp", bias=True, attn_bias=bool(attr(c, "attention_bias", True)))
+    f.update(norm="layer", ffn="mlp", bias=True, attn_bias=bool(attr(c, "attention_bias", True)),
+             parallel=bool(attr(c, "use_parallel_residual", True)))
     return f
 
 

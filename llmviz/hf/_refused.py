@@ -17,8 +17,8 @@ _ENCODER = ("an encoder or encoder-decoder architecture (its causal-LM class is 
 _MULTIMODAL = "a multimodal model (image, audio or video inputs); llmviz loads text decoders"
 _SSM = "a recurrent or state-space model with no softmax attention; llmviz has no state-space mixer"
 _HYBRID_SSM = "Mamba (state-space) layers beside attention; llmviz has no state-space mixer"
-_SHORTCONV = ("gated short-convolution blocks (LFM2's ShortConv) in place of attention in most "
-              "layers; llmviz has no short-convolution mixer")
+_SHORTCONV = ("LFM2's gated short convolutions with {}; llmviz reads the dense LFM2 (model_type "
+              "'lfm2')")
 _INDEXER = ("a sparse-attention indexer picks the keys each query attends to (DeepSeek Sparse "
             "Attention); llmviz attends to every key in its window")
 _GRANITE = ("embedding_multiplier, residual_multiplier, attention_multiplier and logits_scaling "
@@ -39,7 +39,9 @@ REFUSED: dict[str, str] = {
     **dict.fromkeys(("mamba", "mamba2", "falcon_mamba", "rwkv", "xlstm"), _SSM),
     **dict.fromkeys(("bamba", "jamba", "zamba", "zamba2", "falcon_h1", "nemotron_h", "granitemoehybrid"),
                     _HYBRID_SSM),
-    **dict.fromkeys(("lfm2", "lfm2_moe", "lfm3"), _SHORTCONV),
+    "lfm2_moe": _SHORTCONV.format("its own mixture of experts (sigmoid router with a choice bias, "
+                                  "dense first layers) not compared with llmviz's"),
+    "lfm3": _SHORTCONV.format("LFM3's changes, whose modeling code has not been compared with llmviz's"),
     **dict.fromkeys(("deepseek_v32", "glm_moe_dsa", "axk2", "dots3_note", "dots3_note_text",
                      "minimax_m3_vl_text", "hy_v4"), _INDEXER),
     **dict.fromkeys(("granite", "granite_swa", "granitemoe", "granitemoe_swa", "granitemoeshared",
@@ -57,14 +59,11 @@ REFUSED: dict[str, str] = {
     "qwen3_5_moe": "a vision-language model; load its text part (Qwen3_5MoeForCausalLM, model_type "
                    "'qwen3_5_moe_text') instead",
     "llama4": "the multimodal Llama 4; its text model is model_type 'llama4_text'",
-    "llama4_text": "its mixture scales each expert's input (not its output) by the router's sigmoid "
-                   "score, its NoPE layers scale queries by a position-dependent temperature "
-                   "(attn_temperature_tuning, floor_scale, attn_scale) and its RoPE layers L2-normalise "
-                   "the rotated q and k without a weight (use_qk_norm); llmviz has the chunked local "
-                   "attention (local_attention='chunked') but none of these three",
     "gemma4_text": "a second, per-layer token embedding (vocab_size_per_layer_input, "
-                   "hidden_size_per_layer_input) fed into every layer, and keys and values shared by "
-                   "the last num_kv_shared_layers layers; llmviz has neither",
+                   "hidden_size_per_layer_input) gated into every layer, keys and values shared by "
+                   "the last num_kv_shared_layers layers, a weightless RMS norm on the values "
+                   "(v_norm) and per-layer head widths (per_layer_config: the global layers' "
+                   "head_dim differs from the sliding ones'); llmviz has none of these",
     "kimi_linear": "Kimi Delta Attention layers (per-channel gated delta rule); llmviz's linear layers "
                    "are Gated DeltaNet, whose gate is one scalar per head",
     "minimax": "lightning (linear) attention layers; llmviz's linear layers are Gated DeltaNet",
@@ -89,10 +88,6 @@ REFUSED: dict[str, str] = {
     "dory": "residual branches mixed in by learned per-channel rates (lambda_1, lambda_2), not added",
     "dbrx": "q, k and v clamped to clip_qkv; llmviz has no clamp",
     "jetmoe": "a mixture of attention heads (MoA) beside its experts; llmviz's attention is dense",
-    "phimoe": "SparseMixer routing: each of its two picks is weighted by a softmax over only the "
-              "experts whose logits lie within 2 * router_jitter_noise (relative) of the pick's, the "
-              "first pick left out of the second's (training adds Gumbel sampling); llmviz's routers "
-              "weigh by a softmax or sigmoid over every expert",
     "minicpm3": "embeddings scaled by scale_emb and residual branches by scale_depth (muP); llmviz "
                 "has no residual scaling",
     "zaya": "learned residual scaling per channel (ZayaResidualScaling); llmviz adds residuals",

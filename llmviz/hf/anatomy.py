@@ -157,7 +157,7 @@ class Anatomy:
 
 
 def _layer_label(layer: LayerAnatomy) -> str:
-    attn = f"sliding {layer.window}" if layer.attention == "sliding" else layer.attention
+    attn = f"{layer.attention} {layer.window}" if layer.attention in ("sliding", "chunked") else layer.attention
     if layer.position == "rope":
         pos = f"rope {layer.rope_base:g}" + (f" {layer.rope_scaling}" if layer.rope_scaling else "")
         pos += f" on {layer.rotary_dim} dims" if layer.rotary_dim else ""

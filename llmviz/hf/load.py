@@ -56,7 +56,7 @@ def from_hf(
     family = family_of(config)
     ours = config_from_hf(config)
     model = load_checkpoint(state_dict_of(model_or_state_dict), ours, family,
-                            layout_of(SUPPORTED[family]))
+                            layout_of(SUPPORTED[family]), hf_config=config)
     if dtype is not None:
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
             raise TypeError(f"dtype must be a floating torch.dtype such as torch.bfloat16, got {dtype!r}")

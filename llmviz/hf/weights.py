@@ -51,7 +51,7 @@ from ..model.lm import DecoderLM
 from ._layout import LLAMA, Layout
 from ._sources import LAYER_SOURCES, Source, flatten, grouped_source
 
-__all__ = ["Source", "load_checkpoint", "plan_for", "state_dict_of"]
+__all__ = ["Source", "build_model", "load_checkpoint", "plan_for", "state_dict_of"]
 
 _NORM_NAMES = {  # placement -> {HF norm name: llmviz norm name}
     "pre": {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm"},
@@ -178,10 +178,22 @@ def _transposed(plan: dict[str, Source], key: str) -> bool:
     return any(s.transpose for s in plan.values() if s.key == key)
 
 
+def build_model(config: ModelConfig, layout: Layout = LLAMA, hf_config: Any = None) -> DecoderLM:
+    """``DecoderLM(config)``, then the family's ``layout.adapt(model, hf_config)`` if it declares one."""
+    model = DecoderLM(config)
+    if layout.adapt is not None:
+        if hf_config is None:
+            raise ValueError("this family adapts the built model to its transformers config; pass "
+                             "hf_config= (the model's config)")
+        model = layout.adapt(model, hf_config)
+    return model
+
+
 def load_checkpoint(sd: dict[str, torch.Tensor], config: ModelConfig, family: str,
-                    layout: Layout = LLAMA) -> DecoderLM:
-    """A :class:`DecoderLM` built from ``config`` holding the tensors of ``sd`` (strict), stored
-    as ``layout`` declares."""
+                    layout: Layout = LLAMA, hf_config: Any = None) -> DecoderLM:
+    """A :class:`DecoderLM` built from ``config`` (and adapted to ``hf_config`` where the
+    ``layout`` says so, :func:`build_model`) holding the tensors of ``sd`` (strict), stored as
+    ``layout`` declares."""
     sd = _strip_prefix(sd, layout.prefix)
     if layout.stored_layers != "layers":  # BLOOM's h.{i}. -> layers.{i}.
         stored = layout.stored_layers + "."
@@ -189,7 +201,7 @@ def load_checkpoint(sd: dict[str, torch.Tensor], config: ModelConfig, family: st
     if layout.mtp_layers:  # multi-token-prediction layers: not part of the causal LM
         sd = {k: v for k, v in sd.items()
               if not (k.startswith("layers.") and int(k.split(".")[1]) >= config.n_layers)}
-    model = DecoderLM(config)
+    model = build_model(config, layout, hf_config)
     target = model.state_dict()
     plan = plan_for(config, family, [k for k in target if k != "lm_head.weight"], layout)
     embed_key = plan["embed_tokens.weight"].key

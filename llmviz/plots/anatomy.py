@@ -27,7 +27,7 @@ __all__ = ["LayerRun", "layer_runs", "plot_anatomy", "repeating_block"]
 
 #: fill colour of the attention cell per attention kind, and of the feed-forward cell per kind
 _ATTENTION_COLOR = {"global": PALETTE[0], "sliding": PALETTE[5], "latent": PALETTE[4],
-                    "linear": PALETTE[2]}
+                    "linear": PALETTE[2], "conv": PALETTE[6], "chunked": PALETTE[5]}
 _FFN_COLOR = {"dense": PALETTE[1], "moe": PALETTE[3]}
 _GREY = "#999999"
 #: (left, right) edges of the cells of a layer row, in axes data units (the axes span 0-100)
@@ -94,9 +94,12 @@ def _params(n: int) -> str:
 def _attention_text(a: Anatomy, layer: LayerAnatomy) -> str:
     if layer.attention == "linear":
         return "linear attention\nfixed-size state, no KV cache"
+    if layer.attention == "conv":
+        return "short convolution\nlast inputs only, no KV cache"
     if layer.attention == "latent":
         return f"latent KV (MLA)\nH {a.n_heads} · D {a.head_dim}"
-    kind = "global" if layer.window is None else f"sliding, window {layer.window:,}"
+    kind = ("global" if layer.window is None else f"chunked, chunk {layer.window:,}"
+            if layer.attention == "chunked" else f"sliding, window {layer.window:,}")
     return f"{kind}\nH {a.n_heads} / G {a.n_kv_heads} · D {a.head_dim}"
 
 

@@ -159,12 +159,27 @@ FAMILIES = {
     "apertus": ("ApertusConfig", "ApertusForCausalLM", dict(head_dim=16, attention_bias=True)),
     "deepseek_v2": ("DeepseekV2Config", "DeepseekV2ForCausalLM",
                     dict(FAMILIES_MLA, topk_method="greedy", n_group=None, topk_group=None, num_experts_per_tok=3)),
+    "deepseek_v2-grouped": ("DeepseekV2Config", "DeepseekV2ForCausalLM",  # V2 (236B): 1 of 2 groups
+                            dict(FAMILIES_MLA, topk_method="group_limited_greedy")),
     "deepseek_v2-lite": ("DeepseekV2Config", "DeepseekV2ForCausalLM",  # V2-Lite: no q LoRA, greedy
                          dict(FAMILIES_MLA, q_lora_rank=None, topk_method="greedy", n_group=None,
                               topk_group=None, rope_parameters={"rope_type": "default", "rope_theta": 1e4})),
-    "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM",  # serial blocks: the parallel ones are refused
+    "phimoe": ("PhimoeConfig", "PhimoeForCausalLM",  # SparseMixer's wide tolerance: more near-ties
+               dict(num_local_experts=4, num_experts_per_tok=2, attention_bias=True, router_jitter_noise=0.2)),
+    "lfm2": ("Lfm2Config", "Lfm2ForCausalLM",  # conv, attention, conv, attention; biased convolutions
+             dict(num_hidden_layers=4, layer_types=["conv", "full_attention", "conv", "full_attention"],
+                  conv_bias=True, block_multiple_of=16)),
+    "llama4_text": ("Llama4TextConfig", "Llama4ForCausalLM",  # chunks of 5, NoPE every 2nd layer, 2 MoE layers
+                    dict(num_hidden_layers=4, head_dim=16, intermediate_size=32, intermediate_size_mlp=96,
+                         num_local_experts=4, num_experts_per_tok=1, moe_layers=[1, 3], attention_chunk_size=5,
+                         no_rope_layer_interval=2, floor_scale=4, attn_scale=0.5)),
+    "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM",  # serial blocks
                  dict(use_parallel_residual=False, num_key_value_heads=None,
                       rope_parameters={"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.25})),
+    "gpt_neox-parallel": ("GPTNeoXConfig", "GPTNeoXForCausalLM",  # Pythia: two norms per parallel block
+                          dict(use_parallel_residual=True, num_key_value_heads=None,
+                               rope_parameters={"rope_type": "default", "rope_theta": 1e4,
+                                                "partial_rotary_factor": 0.25})),
     "bloom": ("BloomConfig", "BloomForCausalLM", {}),
     "bloom-6heads": ("BloomConfig", "BloomForCausalLM", dict(hidden_size=48, n_head=6)),  # ALiBi's odd slopes
     "falcon": ("FalconConfig", "FalconForCausalLM", {}),  # Falcon-7B: multi-query, parallel

@@ -237,10 +237,44 @@ def test_bridge_family_features_are_represented(make_hf):
     c = config_from_hf(make_hf("deepseek_v2").config)  # softmax scores, never renormalised
     assert (c.attn_kind, c.moe_score, c.moe_normalize, c.moe_scaling, c.moe_n_groups, c.moe_layers) == (
         "mla", "softmax", False, 2.5, None, (1, 2))
+    from llmviz.moe.group_max import BestInGroupRouter
+
+    hf = make_hf("deepseek_v2-grouped")  # groups ranked by their best expert, not V3's best two
+    assert (config_from_hf(hf.config).moe_n_groups, config_from_hf(hf.config).moe_topk_groups) == (2, 1)
+    assert [type(b.mlp.gate) for b in from_hf(hf).layers[1:]] == [BestInGroupRouter] * 2
     c = config_from_hf(make_hf("deepseek_v2-lite").config)
     assert (c.q_lora_rank, c.moe_n_groups) == (None, None)
+    from llmviz.moe.sparsemixer import SparseMixerRouter
+
+    hf = make_hf("phimoe")  # Mixtral's block with LayerNorms, q/k/v/o biases, SparseMixer routers
+    c = config_from_hf(hf.config)
+    assert (c.norm, c.attn_bias, c.o_bias, c.n_experts, c.experts_top_k) == ("layer", True, True, 4, 2)
+    assert [(type(b.mlp.gate), b.mlp.gate.eps) for b in from_hf(hf).layers] == [(SparseMixerRouter, 0.2)] * 2
+    from llmviz.attention.short_conv import ShortConv
+
+    hf = make_hf("lfm2")  # short convolutions in the conv layers, QK-normed attention in the others
+    c = config_from_hf(hf.config)
+    assert (c.qk_norm, c.qk_norm_scope, c.d_ff, c.norm) == ("rms", "head", 64, "rms")  # int(2 * 96 / 3) = 64
+    assert [type(b.self_attn).__name__ for b in from_hf(hf).layers] == ["ShortConv", "MultiHeadAttention"] * 2
+    conv = from_hf(hf).layers[0].self_attn
+    assert isinstance(conv, ShortConv) and conv.kernel_size == hf.config.conv_L_cache == 3
+    from llmviz.attention.llama4_qk import QueryTemperature, RotaryThenRMS
+    from llmviz.moe.input_scaled import InputScaledMoE
+
+    hf = make_hf("llama4_text")  # chunked RoPE layers, NoPE layers with a query temperature
+    c = config_from_hf(hf.config)
+    assert (c.local_attention, c.layer_windows, c.nope_layers, c.moe_layers, c.rope_layout) == (
+        "chunked", (5, None, 5, None), (1, 3), (1, 3), "interleaved")
+    layers = from_hf(hf).layers
+    assert [type(b.self_attn.rope) for b in layers] == [RotaryThenRMS, QueryTemperature] * 2
+    assert [type(b.mlp) for b in layers[1::2]] == [InputScaledMoE] * 2
     c = config_from_hf(make_hf("gpt_neox").config)  # q/k/v fused per head, partial rotary
     assert (c.norm, c.ffn, c.bias, c.rotary_dim, c.parallel, c.tie_embeddings) == ("layer", "mlp", True, 4, False, False)
+    from llmviz.model.parallel_norms import TwoNormParallelBlock
+
+    hf = make_hf("gpt_neox-parallel")  # side by side, one LayerNorm per branch
+    assert config_from_hf(hf.config).parallel
+    assert all(isinstance(b, TwoNormParallelBlock) and b.ffn_norm is not None for b in from_hf(hf).layers)
     c = config_from_hf(make_hf("bloom").config)  # ALiBi, a norm after the embedding, tied head
     assert (c.position, c.embed_norm, c.norm, c.activation, c.tie_embeddings) == ("alibi", True, "layer", "gelu_tanh", True)
     c = config_from_hf(make_hf("falcon").config)  # one key/value head, attention and MLP side by side

@@ -252,9 +252,12 @@ def test_2026_families_refuse_what_they_cannot_represent(make_hf):
     with pytest.raises(NotImplementedError, match="moe_norm_min=0.5 can exceed"):
         config_from_hf(config)
     config = make_hf("deepseek_v2").config
-    config.topk_method = "group_limited_greedy"  # DeepSeek-V2 (236B): groups ranked by their best
-    with pytest.raises(NotImplementedError, match="topk_method='group_limited_greedy' is not supported: .*best softmax"):
+    config.topk_method = "noaux_tc"  # DeepSeek-V3's method name: not a DeepSeek-V2 router
+    with pytest.raises(NotImplementedError, match="topk_method='noaux_tc' is not supported; llmviz reads 'greedy'"):
         config_from_hf(config)
+    with pytest.raises(ValueError, match="group_limited_greedy' with n_group=None, topk_group=None: the router needs both"):
+        config_from_hf(transformers.DeepseekV2Config(num_hidden_layers=2, topk_method="group_limited_greedy",
+                                                     num_experts_per_tok=6))
     # transformers' default DeepseekV2Config leaves num_experts_per_tok unset (None)
     with pytest.raises(ValueError, match=r"deepseek_v2: n_routed_experts=64, num_experts_per_tok=None: .*needs both"):
         config_from_hf(transformers.DeepseekV2Config(num_hidden_layers=2))
@@ -262,8 +265,6 @@ def test_2026_families_refuse_what_they_cannot_represent(make_hf):
     config.hidden_act = "silu"
     with pytest.raises(NotImplementedError, match="hidden_act='silu' is not supported .*xIELU"):
         config_from_hf(config)
-    with pytest.raises(NotImplementedError, match="use_parallel_residual=True is not supported .*two different LayerNorms"):
-        config_from_hf(make_hf("gpt_neox", use_parallel_residual=True).config)
     with pytest.raises(NotImplementedError, match="apply_residual_connection_post_layernorm=True is not supported"):
         config_from_hf(make_hf("bloom", apply_residual_connection_post_layernorm=True).config)
     with pytest.raises(NotImplementedError, match="num_ln_in_parallel_attn=2 is not supported .*two LayerNorms"):
