@@ -32,7 +32,7 @@ from ..training import TrainConfig, train
 from ..training.data import ByteTokenizer, load_corpus, random_batches, train_val_split
 from ..training.ngram import ByteNgram
 
-__all__ = ["XIONG", "LR_SWEEP", "DEPTH", "UNIFORM", "data", "model_for", "val_targets", "val_loss",
+__all__ = ["XIONG", "LR_SWEEP", "LR_LOW", "DEPTH", "UNIFORM", "data", "model_for", "val_targets", "val_loss",
            "baselines", "grad_profile", "train_placement", "lr_variants", "depth_variants",
            "parse_variant"]
 
@@ -202,6 +202,19 @@ LR_SWEEP = Experiment(
                         val_windows=512)},
     prefix={"cpu": 20, "long": 50},
     description="chapter 11: post- vs pre-norm over a learning-rate grid, with and without warmup")
+
+#: the same recipe at two rates below :data:`LR_SWEEP`'s grid (whose lowest rate, 1e-2, is
+#: already above post-norm's usable range): does each placement train somewhere?
+LR_LOW = Experiment(
+    "ch11_lr_low", lr_run,
+    variants=[f"{p} lr={lr} warmup={w}" for w in (0, 1) for p in ("post", "pre") for lr in ("1e-3", "3e-3")],
+    seeds=[0, 1, 2],
+    sizes={"cpu": dict(d_model=32, n_layers=4, steps=40, warmup=10, batch=8, curve_every=20,
+                       val_windows=256),
+           "long": dict(d_model=32, n_layers=8, steps=300, warmup=30, batch=8, curve_every=50,
+                        val_windows=512)},
+    prefix={"cpu": 20, "long": 50},
+    description="chapter 11: the learning-rate sweep's recipe at 1e-3 and 3e-3, below its grid")
 
 DEPTHS = (6, 12, 24)
 

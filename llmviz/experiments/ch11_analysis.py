@@ -13,8 +13,8 @@ from ..evidence import (Check, Claim, beats_baseline, paired, paired_ratio, posi
                         summarize)
 from . import ch11
 
-__all__ = ["CHAPTER", "LEFT", "xiong_claims", "lr_table", "lr_star", "lr_checks", "lr_claims",
-           "depth_gap", "depth_checks", "depth_claims"]
+__all__ = ["CHAPTER", "LEFT", "ALL_LRS", "xiong_claims", "grows_summary", "lr_table", "top_rate", "lr_star",
+           "rate_above", "n_left", "lr_checks", "lr_claims", "depth_gap", "depth_checks", "depth_claims"]
 
 CHAPTER = "11_residual_and_norm_placement"
 #: a run "trains" if it ends below the byte bigram; a run "fails" if it ends within this many
@@ -28,45 +28,66 @@ def _v(runs, variant: str, key: str) -> list[float]:
 
 # --- Xiong et al. -----------------------------------------------------------------------------
 
-def xiong_claims(runs, size: Any, depths=(6, 48), layers: int = 12, init: str = "xavier",
+def xiong_claims(runs, size: Any, depths=(6, 48), layers=ch11.XIONG_DEPTHS, init: str = "xavier",
                  suffix: str = "") -> dict[str, Claim]:
-    """Three claims on the feed-forward gradient at initialisation (paired over seeds):
+    """Claims on the feed-forward gradient at initialisation (paired over seeds):
 
-    * ``post_grows``: in a ``layers``-deep post-norm stack the last layer's gradient is larger
-      than the first's (Xiong et al.: post-norm's gradient grows towards the output);
+    * ``post_grows_<L>`` for every depth ``L`` in ``layers``: in an ``L``-deep post-norm stack
+      the last layer's gradient is larger than the first's (Xiong et al.: post-norm's gradient
+      grows towards the output), decided at each recorded depth, not at one;
     * ``pre_shrinks``: pre-norm's last-layer gradient is smaller at ``depths[1]`` layers than at
       ``depths[0]`` (their bound falls as 1/sqrt(L));
     * ``post_flat``: post-norm's last-layer gradient falls less with depth than pre-norm's.
     """
     lo, hi = depths
-    g = {(p, L, k): _v(runs, f"{p} L={L} {init}", k) for p in ch11.PLACEMENTS for L in (lo, hi, layers)
-         for k in ("first", "last")}
+    layers = tuple(layers)
+    g = {(p, L, k): _v(runs, f"{p} L={L} {init}", k) for p in ch11.PLACEMENTS
+         for L in sorted({lo, hi, *layers}) for k in ("first", "last")}
     kw = dict(size=size, chapter=CHAPTER, fmt=".2f")
     post_ratio = [a / b for a, b in zip(g["post", hi, "last"], g["post", lo, "last"])]
     pre_ratio = [a / b for a, b in zip(g["pre", hi, "last"], g["pre", lo, "last"])]
-    return {
-        "post_grows": Claim(
-            f"At initialisation ({init}) the last layer of a {layers}-layer post-norm stack gets a "
-            "larger feed-forward gradient than its first layer", paired_ratio(
-                g["post", layers, "last"], g["post", layers, "first"]), threshold=1.0,
-            direction=">", quantity=f"gradient norm, last / first layer, post-norm, {layers} layers",
-            id=f"ch11_xiong_post_grows{suffix}", **kw),
-        "pre_shrinks": Claim(
-            f"Pre-norm's last-layer feed-forward gradient at initialisation is smaller at {hi} layers "
-            f"than at {lo}", paired_ratio(g["pre", hi, "last"], g["pre", lo, "last"]), threshold=1.0,
-            direction="<", quantity=f"last-layer gradient norm, pre-norm, {hi} / {lo} layers",
-            id=f"ch11_xiong_pre_shrinks{suffix}", **kw),
-        "post_flat": Claim(
-            f"Post-norm's last-layer gradient falls less from {lo} to {hi} layers than pre-norm's",
-            paired_ratio(post_ratio, pre_ratio), threshold=1.0, direction=">",
-            quantity=f"(post {hi}/{lo}) / (pre {hi}/{lo}), last-layer gradient",
-            id=f"ch11_xiong_post_flat{suffix}", **kw),
-    }
+    out = {f"post_grows_{L}": Claim(
+        f"At initialisation ({init}) the last layer of a {L}-layer post-norm stack gets a "
+        "larger feed-forward gradient than its first layer", paired_ratio(
+            g["post", L, "last"], g["post", L, "first"]), threshold=1.0,
+        direction=">", quantity=f"gradient norm, last / first layer, post-norm, {L} layers",
+        id=f"ch11_xiong_post_grows_{L}{suffix}", **kw) for L in layers}
+    out["pre_shrinks"] = Claim(
+        f"Pre-norm's last-layer feed-forward gradient at initialisation is smaller at {hi} layers "
+        f"than at {lo}", paired_ratio(g["pre", hi, "last"], g["pre", lo, "last"]), threshold=1.0,
+        direction="<", quantity=f"last-layer gradient norm, pre-norm, {hi} / {lo} layers",
+        id=f"ch11_xiong_pre_shrinks{suffix}", **kw)
+    out["post_flat"] = Claim(
+        f"Pre-norm's last-layer gradient shrinks with depth and post-norm's does not: from {lo} to "
+        f"{hi} layers post-norm's falls less than pre-norm's",
+        paired_ratio(post_ratio, pre_ratio), threshold=1.0, direction=">",
+        quantity=f"(post {hi}/{lo}) / (pre {hi}/{lo}), last-layer gradient",
+        id=f"ch11_xiong_post_flat{suffix}", **kw)
+    return out
+
+
+def grows_summary(claims: dict[str, Claim]) -> str:
+    """One phrase for the ``post_grows_<L>`` claims of :func:`xiong_claims`, grouped by verdict,
+    e.g. "holds at 12 layers; not resolved at 6, 24 and 48 layers"."""
+    by: dict[str, list[str]] = {}
+    for key, c in claims.items():
+        if key.startswith("post_grows_"):
+            by.setdefault(c.verdict.removesuffix(" at this size"), []).append(key.removeprefix("post_grows_"))
+    if not by:
+        raise ValueError("no post_grows_<L> claims among " + ", ".join(claims))
+
+    def depths(ls):
+        return ls[0] if len(ls) == 1 else ", ".join(ls[:-1]) + " and " + ls[-1]
+    return "; ".join(f"{v} at {depths(ls)} layers" for v, ls in by.items())
 
 
 # --- the learning-rate sweep ------------------------------------------------------------------
 
-def lr_table(runs, lrs=ch11.LRS, warmups=("0", "1")) -> dict[tuple[str, str, str], dict]:
+#: every rate of the sweep: ``ch11_lr_low``'s two below ``ch11_lr``'s grid, then that grid
+ALL_LRS = ("1e-3", "3e-3", *ch11.LRS)
+
+
+def lr_table(runs, lrs=ALL_LRS, warmups=("0", "1")) -> dict[tuple[str, str, str], dict]:
     """``{(placement, warmup, lr): {"loss": [...], "diverged": k}}`` from a sweep's runs (the
     variants that are there)."""
     out = {}
@@ -90,37 +111,65 @@ def _fails(cell: dict, plateau: float) -> bool:
     return min(cell["loss"]) > plateau - LEFT or cell["diverged"] == len(cell["loss"])
 
 
-def lr_star(table: dict, bigram: float, warmup: str = "0") -> str | None:
-    """The largest learning rate at which pre-norm trains in every seed (ends below the bigram),
-    chosen from pre-norm's runs alone; None if there is none."""
-    ok = [lr for (p, w, lr), cell in table.items() if p == "pre" and w == warmup
+def top_rate(table: dict, placement: str, bigram: float, warmup: str = "0") -> str | None:
+    """The largest learning rate at which ``placement`` trains in every seed (ends below the
+    bigram) with (``warmup="1"``) or without warmup; None if there is none."""
+    ok = [lr for (p, w, lr), cell in table.items() if p == placement and w == warmup
           and _trains(cell, bigram)]
     return max(ok, key=float) if ok else None
 
 
+def lr_star(table: dict, bigram: float, warmup: str = "0") -> str | None:
+    """The largest learning rate at which pre-norm trains in every seed (ends below the bigram),
+    chosen from pre-norm's runs alone; None if there is none."""
+    return top_rate(table, "pre", bigram, warmup)
+
+
+def rate_above(table: dict, lr: str | None) -> str | None:
+    """The next rate of the table's grid above ``lr`` (the smallest rate if ``lr`` is None);
+    None above the largest."""
+    grid = sorted({r for (_, _, r) in table}, key=float)
+    if lr is None:
+        return grid[0] if grid else None
+    higher = [r for r in grid if float(r) > float(lr)]
+    return higher[0] if higher else None
+
+
+def n_left(cell: dict, plateau: float) -> int:
+    """How many seeds of a cell ended at least :data:`LEFT` nats below the plateau."""
+    return sum(x < plateau - LEFT for x in cell["loss"])
+
+
 def lr_checks(table: dict, bigram: float, plateau: float, warmup: str = "0") -> list[Check]:
-    """Pre-norm trains somewhere on the grid (so the sweep can rank), and the failure measure
-    fires where failure is certain: at the grid's largest rate pre-norm fails too."""
-    star = lr_star(table, bigram, warmup)
+    """Each placement trains somewhere on the grid (so the sweep asks where each one stops,
+    not whether this recipe can train it at all: a positive control for post-norm), and the
+    failure measure fires where failure is certain: at the grid's largest rate pre-norm fails
+    too."""
+    checks = []
+    for p in ch11.PLACEMENTS:
+        top = top_rate(table, p, bigram, warmup)
+        checks.append(beats_baseline(table[p, warmup, top]["loss"], bigram,
+                                     name=f"{p}-norm trains somewhere: beats the byte bigram at lr {top}")
+                      if top is not None else
+                      Check(f"{p}-norm trains somewhere: beats the byte bigram at some rate", False,
+                            "at no rate of the grid"))
     top = max((lr for (p, w, lr) in table if p == "pre" and w == warmup), key=float)
     cell = table["pre", warmup, top]
-    found = (beats_baseline(table["pre", warmup, star]["loss"], bigram,
-                            name=f"pre-norm beats the byte bigram at lr {star}")
-             if star is not None else
-             Check("pre-norm beats the byte bigram at some rate", False, "at no rate of the grid"))
-    control = positive_control(
+    checks.append(positive_control(
         f"the failure measure fires where failure is certain (pre-norm at lr {top})",
         _fails(cell, plateau),
         f"losses {' / '.join(f'{x:.2f}' for x in cell['loss'])}, diverged {cell['diverged']}, "
-        f"plateau {plateau:.2f}")
-    return [found, control]
+        f"plateau {plateau:.2f}"))
+    return checks
 
 
 def lr_claims(table: dict, size: Any, bigram: float, plateau: float,
               suffix: str = "") -> dict[str, Claim]:
     """At lr*, the largest rate at which pre-norm trains without warmup: post-norm ends at least
-    ``LEFT`` nats behind it (``post_behind``); and warmup lowers post-norm's loss there by more
-    than 0.05 nats (``warmup_rescues``)."""
+    ``LEFT`` nats behind it (``post_behind``). At the first rate above post-norm's own range
+    (the largest rate at which it trains without warmup), where it fails without warmup,
+    warmup lowers its loss by more than 0.05 nats (``warmup_rescues``); a test at lr* itself
+    would compare two runs on the plateau when that rate is far above post-norm's range."""
     checks = lr_checks(table, bigram, plateau)
     star = lr_star(table, bigram) or max((lr for (p, w, lr) in table if p == "pre" and w == "0"),
                                          key=float)
@@ -131,11 +180,14 @@ def lr_claims(table: dict, size: Any, bigram: float, plateau: float,
         f"at least {LEFT:g} nats behind it", paired(post, pre), threshold=LEFT, direction=">",
         quantity=f"loss(post) - loss(pre) at lr {star}, no warmup", id=f"ch11_lr_post_behind{suffix}",
         **kw)}
-    if ("post", "1", star) in table:
+    edge = rate_above(table, top_rate(table, "post", bigram))
+    if edge is not None and ("post", "1", edge) in table:
         out["warmup_rescues"] = Claim(
-            f"At lr {star}, warmup lowers post-norm's final loss by more than 0.05 nats",
-            paired(post, table["post", "1", star]["loss"]), threshold=0.05, direction=">",
-            quantity=f"loss(no warmup) - loss(warmup), post-norm, lr {star}",
+            f"At lr {edge}, the first rate of the grid above post-norm's range without warmup, "
+            "warmup lowers post-norm's final loss by more than 0.05 nats",
+            paired(table["post", "0", edge]["loss"], table["post", "1", edge]["loss"]),
+            threshold=0.05, direction=">",
+            quantity=f"loss(no warmup) - loss(warmup), post-norm, lr {edge}",
             id=f"ch11_lr_warmup_rescues{suffix}", **kw)
     return out
 
@@ -156,10 +208,22 @@ def depth_checks(runs, bigram: float, depths) -> list[Check]:
 
 def depth_claims(runs, size: Any, bigram: float, depths=(6, 24), suffix: str = "") -> dict[str, Claim]:
     """``deep``: post-norm ends at least 0.1 nats behind pre-norm at the deepest depth;
-    ``depth``: the post-minus-pre gap is larger at the deepest than at the shallowest depth."""
+    ``depth``: the post-minus-pre gap is larger at the deepest than at the shallowest depth;
+    with a middle depth below 20 (12 in the record), ``threshold``: Wang et al.'s claim read as
+    a threshold, post-norm *trains* there (ends less than 0.1 nats behind pre-norm), as it must
+    if it only fails beyond 20-30 layers."""
     lo, hi = min(depths), max(depths)
     kw = dict(size=size, chapter=CHAPTER, fmt=".2f", checks=depth_checks(runs, bigram, depths))
-    return {
+    mids = [L for L in depths if lo < L < 20]
+    extra = {}
+    if mids:
+        mid = max(mids)
+        extra["threshold"] = Claim(
+            f"Post-norm's failure is a threshold beyond 20 layers: at {mid} layers it still trains, "
+            "ending less than 0.1 nats behind pre-norm of the same depth", summarize(depth_gap(runs, mid)),
+            threshold=0.1, direction="<", quantity=f"loss(post) - loss(pre), {mid} layers",
+            id=f"ch11_depth_threshold{suffix}", **kw)
+    return {**extra,
         "deep": Claim(f"Post-norm fails at {hi} layers: it ends at least 0.1 nats behind pre-norm of "
                       "the same depth", summarize(depth_gap(runs, hi)), threshold=0.1, direction=">",
                       quantity=f"loss(post) - loss(pre), {hi} layers", id=f"ch11_depth_deep{suffix}", **kw),

@@ -25,7 +25,7 @@ from ..evidence import Experiment
 from ..model.presets import llama2
 from ._curves import train_curve
 
-__all__ = ["SHAPES", "FLOPS", "DEPTHS", "LRS", "TARGET", "HEAD_DIM", "SIZES", "variant",
+__all__ = ["SHAPES", "FLOPS", "FLOPS_EDGE", "DEPTHS", "LRS", "TARGET", "HEAD_DIM", "SIZES", "variant",
            "parse_variant", "shape", "shapes", "flops_shapes", "flops_target", "shape_run", "flops_run"]
 
 DEPTHS = (1, 2, 4, 8)
@@ -136,3 +136,9 @@ FLOPS = Experiment("ch13_flops", flops_run,
                    seeds=[0, 1, 2], sizes=SIZES, prefix=100,
                    description="chapter 13: the deepest and the widest shape at matched training FLOPs "
                                "per token, 3 learning rates each")
+#: the one matched-FLOPs shape whose best rate sat at the top edge of :data:`LRS` (L = 8 at
+#: 0.03), one rate higher, same sizes, seeds and batches: read together with :data:`FLOPS`
+FLOPS_EDGE = Experiment("ch13_flops_edge", flops_run, variants=[variant(DEPTHS[-1], 0.1)],
+                        seeds=[0, 1, 2], sizes=SIZES, prefix=100,
+                        description="chapter 13: the deepest matched-FLOPs shape at rate 0.1, "
+                                    "above ch13_flops's grid")

@@ -12,9 +12,28 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..evidence import Check
+from ..evidence import Check, Runs
 
-__all__ = ["rates_of", "best_rates", "inside_grid", "mean_loss"]
+__all__ = ["rates_of", "best_rates", "inside_grid", "mean_loss", "merge_runs"]
+
+
+def merge_runs(*runs: Any) -> Runs:
+    """One :class:`~llmviz.evidence.Runs` holding the variants of several runs on the same seeds
+    (a record and its supplement): ValueError if the seeds differ or a variant is in two."""
+    if not runs:
+        raise ValueError("merge_runs needs at least one run, e.g. merge_runs(record.runs, extra.runs)")
+    seeds = list(runs[0].seeds)
+    for r in runs[1:]:
+        if list(r.seeds) != seeds:
+            raise ValueError(f"cannot merge runs on seeds {list(r.seeds)} with runs on seeds {seeds}")
+    merged: dict = {s: {} for s in seeds}
+    for r in runs:
+        for s in seeds:
+            both = set(merged[s]) & set(r[s])
+            if both:
+                raise ValueError(f"variants {sorted(both)} are in more than one of the merged runs")
+            merged[s].update(r[s])
+    return Runs(merged)
 
 
 def _split(name: str) -> tuple[str, float]:

@@ -84,6 +84,41 @@ def test_lr_claims_on_known_data():
     assert ch11_analysis.lr_claims(table, "test", bigram=2.4, plateau=3.4)["post_behind"].verdict == CANNOT_DECIDE
 
 
+def test_lr_claims_need_post_norm_to_train_somewhere():
+    big = ch11.UNIFORM
+    cells = {("pre", "0", "1e-2"): [2.0, 2.1, 2.0], ("pre", "0", "1e-1"): [2.1, 2.2, 2.15],
+             ("pre", "0", "1"): [big, big, big], ("post", "0", "1e-2"): [3.3, 3.35, 3.3],
+             ("post", "0", "1e-1"): [3.4, 3.5, 3.3], ("post", "0", "1"): [big, big, big],
+             ("post", "1", "1e-2"): [2.3, 2.2, 2.3]}
+    table = ch11_analysis.lr_table(_sweep(cells))
+    assert ch11_analysis.top_rate(table, "post", bigram=2.4) is None
+    claims = ch11_analysis.lr_claims(table, "test", bigram=2.4, plateau=3.4)
+    failed = [c for c in claims["post_behind"].checks if not c.passed]
+    assert [c.name for c in failed] == ["post-norm trains somewhere: beats the byte bigram at some rate"]
+    assert claims["post_behind"].verdict == CANNOT_DECIDE
+    # with post-norm training at the lowest rate, warmup is judged at the next rate up
+    cells[("post", "0", "3e-3")] = [2.2, 2.25, 2.2]
+    cells[("post", "1", "3e-3")] = [2.2, 2.2, 2.2]
+    table = ch11_analysis.lr_table(_sweep(cells))
+    assert ch11_analysis.top_rate(table, "post", bigram=2.4) == "3e-3"
+    assert ch11_analysis.rate_above(table, "3e-3") == "1e-2" and ch11_analysis.rate_above(table, "1") is None
+    claims = ch11_analysis.lr_claims(table, "test", bigram=2.4, plateau=3.4)
+    assert "lr 1e-2" in claims["warmup_rescues"].text and claims["warmup_rescues"].verdict == "holds"
+    assert ch11_analysis.n_left(table["post", "1", "1e-2"], plateau=3.4) == 3
+
+
+def test_merge_runs():
+    from llmviz.experiments.sweep import merge_runs
+    a = Runs({s: {"x": {"loss": 1.0 + s}} for s in range(3)})
+    b = Runs({s: {"y": {"loss": 2.0 + s}} for s in range(3)})
+    m = merge_runs(a, b)
+    assert m.values("x", "loss") == [1.0, 2.0, 3.0] and m.values("y", "loss") == [2.0, 3.0, 4.0]
+    with pytest.raises(ValueError, match="more than one"):
+        merge_runs(a, a)
+    with pytest.raises(ValueError, match="seeds"):
+        merge_runs(a, Runs({s: {"y": {"loss": 1.0}} for s in range(4)}))
+
+
 def test_depth_and_xiong_claims_on_known_data():
     loss = {"post L=6": [2.0, 2.1, 2.0, 2.05], "pre L=6": [1.9, 1.95, 1.92, 1.9],
             "post L=24": [3.4, 3.3, 3.45, 3.4], "pre L=24": [1.9, 1.92, 1.91, 1.88]}
@@ -91,6 +126,12 @@ def test_depth_and_xiong_claims_on_known_data():
     c = ch11_analysis.depth_claims(runs, "test", bigram=2.4)
     assert c["deep"].verdict == "holds" and c["depth"].verdict == "holds"
     assert ch11_analysis.depth_claims(runs, "test", bigram=1.5)["deep"].verdict == CANNOT_DECIDE
+    assert "threshold" not in c  # no middle depth below 20
+    # a middle depth at which post-norm fails too: not a threshold beyond 20 layers
+    loss.update({"post L=12": [3.3, 3.35, 3.4, 3.3], "pre L=12": [1.9, 1.9, 1.92, 1.9]})
+    runs = Runs({s: {v: {"loss": x[s]} for v, x in loss.items()} for s in range(4)})
+    c = ch11_analysis.depth_claims(runs, "test", bigram=2.4, depths=(6, 12, 24))
+    assert c["threshold"].verdict == "does not hold" and "12 layers" in c["threshold"].text
     g = {}
     for s in range(3):
         g[s] = {}
@@ -98,6 +139,11 @@ def test_depth_and_xiong_claims_on_known_data():
             e = 1 + 0.01 * s
             g[s][f"post L={L} xavier"] = {"first": 0.5 * e, "last": 0.9 * e}
             g[s][f"pre L={L} xavier"] = {"first": 0.6 * e, "last": 0.3 * e * (6 / L) ** 0.5 * (1 + 0.02 * s)}
-    x = ch11_analysis.xiong_claims(Runs(g), "test")
-    assert {k: v.verdict for k, v in x.items()} == {"post_grows": "holds", "pre_shrinks": "holds",
+    x = ch11_analysis.xiong_claims(Runs(g), "test", layers=(6, 12, 48))
+    assert {k: v.verdict for k, v in x.items()} == {"post_grows_6": "holds", "post_grows_12": "holds",
+                                                     "post_grows_48": "holds", "pre_shrinks": "holds",
                                                      "post_flat": "holds"}
+    assert ch11_analysis.grows_summary(x) == "holds at 6, 12 and 48 layers"
+    g[1]["post L=48 xavier"]["last"] = 0.2  # one seed against: 48 layers no longer resolved
+    x = ch11_analysis.xiong_claims(Runs(g), "test", layers=(6, 12, 48))
+    assert ch11_analysis.grows_summary(x) == "holds at 6 and 12 layers; not resolved at 48 layers"
