@@ -7,6 +7,14 @@ six layers whose layer pattern is one of :data:`VARIANTS` (all global; 5 local :
 short or a long window; every layer local, the control) and returns its
 held-out loss on windows longer than the short span, so the local layers see less than the
 whole context. Everything but the attention span is shared: width, depth, data, seeds, batches.
+
+Every training and evaluation window starts with a fixed beginning-of-sequence token
+(:data:`BOS`, id 256, past the 256 bytes), as real models' windows do: a key that is always
+there is where attention sinks form (Xiao et al., 2024; Gu et al., 2025), and a global layer can
+park attention on it while a local layer loses sight of it after its window. Each run also
+measures what a reader needs to judge the control: the sink mass on :data:`BOS` per layer, and
+the cost of cutting every layer of the trained model to the short window (how much of the loss
+comes from context beyond it).
 """
 
 from __future__ import annotations
@@ -15,7 +23,11 @@ import torch
 
 from ..evidence import Experiment
 
-__all__ = ["VARIANTS", "SEEDS", "SIZES", "WINDOWS", "layer_windows", "window_run"]
+__all__ = ["VARIANTS", "SEEDS", "SIZES", "WINDOWS", "BOS", "layer_windows", "window_run",
+           "bos_batches", "with_bos", "sink_mass"]
+
+#: The beginning-of-sequence token put before every window (one id past the 256 bytes).
+BOS = 256
 
 SEEDS = (0, 1, 2)
 VARIANTS = ("all global", "5:1, short window", "5:1, long window", "all local, short window")
@@ -42,6 +54,41 @@ def layer_windows(variant: str, *, n_layers: int, short: int, long: int, **_) ->
     return tuple(span if i % period < local else None for i in range(n_layers))
 
 
+def with_bos(windows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(inputs, targets)`` for byte windows ``(N, T)``: ``inputs = [BOS, w_0 .. w_{T-2}]``,
+    ``targets = w``, so the model reads :data:`BOS` first and predicts every byte of the window."""
+    if windows.ndim != 2 or windows.shape[1] < 2:
+        raise ValueError(f"windows must be (N, T) with T >= 2, got shape {tuple(windows.shape)}")
+    bos = torch.full_like(windows[:, :1], BOS)
+    return torch.cat([bos, windows[:, :-1]], 1), windows
+
+
+def bos_batches(tokens: torch.Tensor, *, batch: int, seq_len: int):
+    """A batch source for :func:`~llmviz.training.train`: ``generator -> (inputs, targets)``,
+    ``batch`` windows of ``seq_len`` bytes at random offsets of ``tokens``, each led by BOS."""
+    if tokens.ndim != 1 or len(tokens) <= seq_len:
+        raise ValueError(f"tokens must be a 1-D stream longer than seq_len={seq_len}, "
+                         f"got shape {tuple(tokens.shape)}")
+
+    def draw(generator):
+        starts = torch.randint(0, len(tokens) - seq_len, (batch,), generator=generator)
+        return with_bos(torch.stack([tokens[s: s + seq_len] for s in starts.tolist()]))
+
+    return draw
+
+
+@torch.no_grad()
+def sink_mass(model, inputs: torch.Tensor, *, skip: int = 8) -> dict[str, list[float]]:
+    """``{"L0": [head 0, head 1, ...], ...}``: per layer and head, the attention the queries past
+    position ``skip`` put on key 0, divided by the share flat causal attention would give it
+    (1 = no preference, and a windowed layer whose window has passed key 0 scores 0)."""
+    out = model(inputs, return_weights=True)
+    q = torch.arange(skip, inputs.shape[1], device=inputs.device)
+    flat = float((1.0 / (q + 1).float()).mean())
+    return {f"L{i}": [float(w[:, h, skip:, 0].mean()) / flat for h in range(w.shape[1])]
+            for i, w in enumerate(out.weights)}
+
+
 def window_run(variant: str, seed: int, *, prefix: int | None = None, **params) -> dict:
     """Train ``variant`` on ``seed``: ``{"loss" (held-out nats/byte), "curve" (at step 0,
     eval_every, ...)}``; with ``prefix`` stop after that many steps, on the full run's learning-rate
@@ -57,16 +104,18 @@ def window_run(variant: str, seed: int, *, prefix: int | None = None, **params) 
     train_tokens, val = data()
     T = params["seq_len"]
     windows = val[: len(val) // T * T].view(-1, T)[: params["val_windows"]].to(dev)
-    config = ModelConfig(vocab_size=256, d_model=params["d_model"], n_layers=params["n_layers"],
+    val_in, val_tgt = with_bos(windows)
+    config = ModelConfig(vocab_size=BOS + 1, d_model=params["d_model"], n_layers=params["n_layers"],
                          n_heads=params["n_heads"], max_seq_len=T, position="rope",
                          layer_windows=layer_windows(variant, **params))
     torch.manual_seed(seed)
     model = DecoderLM(config).to(dev)
 
     def val_loss(step, m):
+        # scored on bytes 1 .. T-1 of each window, the byte bigram's targets
         with torch.no_grad():
-            logits = m(windows[:, :-1]).logits.float()
-        return float(torch.nn.functional.cross_entropy(logits.flatten(0, 1), windows[:, 1:].flatten()))
+            logits = m(val_in).logits[:, 1:].float()
+        return float(torch.nn.functional.cross_entropy(logits.flatten(0, 1), val_tgt[:, 1:].flatten()))
 
     class _Stop(Exception):
         """Ends a prefix run at its step; the schedule stays the full run's."""
@@ -82,7 +131,8 @@ def window_run(variant: str, seed: int, *, prefix: int | None = None, **params) 
     if stop == 0:
         return {"loss": curve[0], "curve": curve}
     try:
-        hist = train(model.train(), train_tokens, config=TrainConfig(
+        hist = train(model.train(), bos_batches(train_tokens, batch=params["batch"], seq_len=T),
+                     config=TrainConfig(
             steps=steps, lr=params["lr"], warmup=params["warmup"], batch_size=params["batch"],
             seq_len=T, eval_every=params["eval_every"], seed=seed, device=dev), progress=False,
             callbacks={"val": scored})
@@ -90,7 +140,12 @@ def window_run(variant: str, seed: int, *, prefix: int | None = None, **params) 
         return {"loss": curve[-1], "curve": curve}
     curve += [v for s, v in zip(hist.metric_steps, hist.metrics["val"])
               if s % params["eval_every"] == 0]
-    return {"loss": val_loss(steps, model.eval()), "curve": curve}
+    loss = val_loss(steps, model.eval())
+    # the same weights with every layer cut to the short window: what context beyond it is worth
+    cut = DecoderLM(config.replace(layer_windows=(params["short"],) * params["n_layers"])).to(dev)
+    cut.load_state_dict(model.state_dict())
+    return {"loss": loss, "curve": curve, "cut_cost": val_loss(steps, cut.eval()) - loss,
+            "sink_mass": sink_mass(model, val_in)}
 
 
 WINDOW_ABLATION = Experiment(

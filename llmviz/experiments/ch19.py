@@ -60,12 +60,15 @@ def baseline(**params) -> list[float]:
 
 def _build(variant, lin_head, *, n_keys, n_values, d_model, n_layers, n_heads, n_pairs,
            n_queries, **_):
-    from ..training.recall import recall_model
+    from ..training.recall import conv_attention, recall_model
 
     extra = {} if variant == "softmax" else {"linear_head_dim": lin_head}
-    return recall_model(variant, vocab_size=n_keys + n_values, d_model=d_model,
-                        n_layers=n_layers, n_heads=n_heads, max_seq_len=2 * (n_pairs + n_queries),
-                        ratio=1, **extra)
+    model = recall_model(variant, vocab_size=n_keys + n_values, d_model=d_model,
+                         n_layers=n_layers, n_heads=n_heads, max_seq_len=2 * (n_pairs + n_queries),
+                         ratio=1, **extra)
+    # equal footing: the softmax layers get the same 4-tap causal convolution on q, k, v that
+    # every linear layer has (ModelConfig.linear_conv_kernel), so no mixer alone has the shift
+    return conv_attention(model, kernel=model.config.linear_conv_kernel)
 
 
 def _count(model) -> int:

@@ -31,7 +31,7 @@ from ..attention.linear import l2_normalize, linear_attention
 from .data import Task
 
 __all__ = ["multi_query_recall", "recall_accuracy", "recall_by_position", "no_recall_baseline", "PlainLinearAttention", "recall_model",
-           "hybrid_layers", "init_gate_step", "MIXER_VARIANTS"]
+           "hybrid_layers", "init_gate_step", "MIXER_VARIANTS", "ConvProjection", "conv_attention"]
 
 #: The variants :func:`recall_model` builds.
 MIXER_VARIANTS = ("softmax", "linear", "deltanet", "hybrid")
@@ -270,4 +270,53 @@ def recall_model(variant: str, *, vocab_size: int, d_model: int = 64, n_layers: 
         for module in list(model.modules()):
             if getattr(module, "linear_attn", None) is not None:
                 module.linear_attn = PlainLinearAttention.from_deltanet(module.linear_attn)
+    return model
+
+
+class ConvProjection(torch.nn.Linear):
+    """A linear projection followed by the linear layers' short causal convolution.
+
+    ``y = silu(conv(W x + b))`` with a depthwise causal convolution of ``kernel`` taps over time,
+    the same operation a :class:`GatedDeltaNet` applies to its q, k and v (Primer's
+    "multi-DConv-head attention", So et al., 2021, puts such a convolution after the q, k, v
+    projections of softmax attention). It keeps ``weight`` and ``bias`` of the projection it
+    wraps. For training and scoring whole sequences: a cached decode step would see one token.
+    """
+
+    def __init__(self, linear: torch.nn.Linear, kernel: int = 4):
+        check_positive_int(kernel, "kernel")
+        if not isinstance(linear, torch.nn.Linear):
+            raise TypeError(f"linear must be a torch.nn.Linear, got {type(linear).__name__}")
+        super().__init__(linear.in_features, linear.out_features, bias=linear.bias is not None,
+                         device=linear.weight.device, dtype=linear.weight.dtype)
+        self.load_state_dict(linear.state_dict())
+        self.kernel = kernel
+        self.conv = torch.nn.Conv1d(self.out_features, self.out_features, kernel,
+                                    groups=self.out_features, bias=False,
+                                    device=linear.weight.device, dtype=linear.weight.dtype)
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = super().forward(x).transpose(-1, -2)  # (B, C, T)
+        y = F.conv1d(F.pad(y, (self.kernel - 1, 0)), self.conv.weight, groups=self.out_features)
+        return F.silu(y).transpose(-1, -2)
+
+
+def conv_attention(model: torch.nn.Module, kernel: int = 4) -> torch.nn.Module:
+    """Give every softmax-attention layer of ``model`` the linear layers' short convolution.
+
+    Each ``q_proj``, ``k_proj`` and ``v_proj`` of a softmax layer (a block's ``self_attn``)
+    becomes a :class:`ConvProjection`, so that softmax and linear layers mix the same few
+    neighbouring tokens before their q, k and v meet; the model is changed in place and returned.
+    The new convolutions are drawn from torch's current random state.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    for module in list(model.modules()):
+        attn = getattr(module, "self_attn", None)
+        if attn is None:
+            continue
+        for name in ("q_proj", "k_proj", "v_proj"):
+            proj = getattr(attn, name)
+            if not isinstance(proj, ConvProjection):
+                setattr(attn, name, ConvProjection(proj, kernel))
     return model

@@ -26,3 +26,26 @@ def test_a_prefix_reproduces_the_start_of_the_curve():
     full = ch18.window_run("2:1, short window", 0, **p)
     assert len(full["curve"]) == 4 and full["loss"] == pytest.approx(full["curve"][-1])
     assert ch18.window_run("2:1, short window", 0, prefix=1, **p)["curve"] == pytest.approx(full["curve"][:2])
+
+
+def test_every_window_starts_with_bos_and_predicts_every_byte():
+    import torch
+
+    w = torch.arange(12).view(2, 6)
+    inp, tgt = ch18.with_bos(w)
+    assert (inp[:, 0] == ch18.BOS).all() and torch.equal(inp[:, 1:], w[:, :-1])
+    assert torch.equal(tgt, w)
+    draw = ch18.bos_batches(torch.arange(100), batch=3, seq_len=8)
+    x, y = draw(torch.Generator().manual_seed(0))
+    assert x.shape == y.shape == (3, 8) and (x[:, 0] == ch18.BOS).all()
+    assert torch.equal(x[:, 2:], y[:, 1:-1])  # shifted by one: a next-token batch
+    with pytest.raises(ValueError, match="longer than seq_len=8"):
+        ch18.bos_batches(torch.arange(5), batch=1, seq_len=8)
+
+
+def test_a_run_measures_sink_mass_and_the_cost_of_cutting_the_span():
+    p = dict(PARAMS, steps=2, eval_every=1, val_windows=4)
+    out = ch18.window_run("all local, short window", 0, **p)
+    assert out["cut_cost"] == pytest.approx(0.0, abs=1e-5)  # already every layer at the short span
+    assert list(out["sink_mass"]) == [f"L{i}" for i in range(p["n_layers"])]
+    assert all(len(h) == p["n_heads"] and min(h) >= 0 for h in out["sink_mass"].values())

@@ -121,3 +121,44 @@ def test_recall_accuracy_names_bad_arguments():
         recall_accuracy(torch.zeros(2), None)
     with pytest.raises(TypeError, match="multi_query_recall"):
         recall_accuracy(torch.nn.Linear(2, 2), (torch.zeros(1),))
+
+
+def test_conv_projection_is_a_causal_depthwise_conv_after_the_projection():
+    from llmviz.training.recall import ConvProjection
+
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(6, 5)
+    proj = ConvProjection(lin, kernel=3)
+    assert torch.equal(proj.weight, lin.weight) and torch.equal(proj.bias, lin.bias)
+    x = torch.randn(2, 7, 6)
+    y = lin(x)  # (B, T, C); reference: a loop over the 3 most recent positions
+    w = proj.conv.weight[:, 0]  # (C, K), the last tap on the newest position
+    ref = torch.zeros_like(y)
+    for t in range(7):
+        for j in range(3):
+            if t - 2 + j >= 0:
+                ref[:, t] += w[:, j] * y[:, t - 2 + j]
+    torch.testing.assert_close(proj(x), torch.nn.functional.silu(ref))
+    x2 = x.clone()
+    x2[:, 4:] = 0  # the future never leaks back
+    torch.testing.assert_close(proj(x2)[:, :4], proj(x)[:, :4])
+    with pytest.raises(TypeError, match="must be a torch.nn.Linear"):
+        ConvProjection(torch.nn.Conv1d(2, 2, 1))
+
+
+def test_conv_attention_converts_only_softmax_layers():
+    from llmviz.training.recall import ConvProjection, conv_attention
+
+    torch.manual_seed(0)
+    model = recall_model("hybrid", vocab_size=32, d_model=32, n_layers=2, n_heads=2)
+    before = sum(p.numel() for p in model.parameters())
+    conv_attention(model, kernel=4)
+    attn = model.layers[1].self_attn
+    assert all(isinstance(getattr(attn, n), ConvProjection) for n in ("q_proj", "k_proj", "v_proj"))
+    assert model.layers[0].self_attn is None  # the Gated DeltaNet layer keeps its own conv
+    assert sum(p.numel() for p in model.parameters()) == before + 3 * 32 * 4
+    conv_attention(model)  # a second call changes nothing
+    assert sum(p.numel() for p in model.parameters()) == before + 3 * 32 * 4
+    assert model(torch.randint(0, 32, (2, 9))).logits.shape == (2, 9, 32)
+    with pytest.raises(TypeError, match="must be a torch.nn.Module"):
+        conv_attention("model")
