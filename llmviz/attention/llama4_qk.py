@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .._checks import check_positive
+from .._checks import check_positive, check_real, check_tensor
 
 __all__ = ["QueryTemperature", "RotaryThenRMS", "query_temperature"]
 
@@ -54,7 +54,9 @@ class RotaryThenRMS(nn.Module):
 
 def query_temperature(positions: torch.Tensor, floor_scale: float, attn_scale: float) -> torch.Tensor:
     """``1 + attn_scale * log1p(floor((positions + 1) / floor_scale))`` in float32."""
+    check_tensor(positions, "positions")
     check_positive(floor_scale, "floor_scale")
+    check_real(attn_scale, "attn_scale")
     return torch.log1p(torch.floor((positions.float() + 1.0) / floor_scale)) * attn_scale + 1.0
 
 

@@ -311,6 +311,7 @@ def conv_attention(model: torch.nn.Module, kernel: int = 4) -> torch.nn.Module:
     """
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    check_positive_int(kernel, "kernel")
     for module in list(model.modules()):
         attn = getattr(module, "self_attn", None)
         if attn is None:
