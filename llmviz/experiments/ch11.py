@@ -194,12 +194,15 @@ def lr_run(variant: str, seed: int, *, prefix: int | None = None, **p) -> dict:
     return train_placement(v["placement"], p["n_layers"], float(v["lr"]), warm, seed, p, prefix)
 
 
+#: the sizes of the learning-rate sweep, shared by :data:`LR_SWEEP` and :data:`LR_LOW`
+_LR_SIZES = {"cpu": dict(d_model=32, n_layers=4, steps=40, warmup=10, batch=8, curve_every=20,
+                         val_windows=256),
+             "long": dict(d_model=32, n_layers=8, steps=300, warmup=30, batch=8, curve_every=50,
+                          val_windows=512)}
+
 LR_SWEEP = Experiment(
     "ch11_lr", lr_run, variants=lr_variants(), seeds=[0, 1, 2],
-    sizes={"cpu": dict(d_model=32, n_layers=4, steps=40, warmup=10, batch=8, curve_every=20,
-                       val_windows=256),
-           "long": dict(d_model=32, n_layers=8, steps=300, warmup=30, batch=8, curve_every=50,
-                        val_windows=512)},
+    sizes=_LR_SIZES,
     prefix={"cpu": 20, "long": 50},
     description="chapter 11: post- vs pre-norm over a learning-rate grid, with and without warmup")
 
@@ -209,10 +212,7 @@ LR_LOW = Experiment(
     "ch11_lr_low", lr_run,
     variants=[f"{p} lr={lr} warmup={w}" for w in (0, 1) for p in ("post", "pre") for lr in ("1e-3", "3e-3")],
     seeds=[0, 1, 2],
-    sizes={"cpu": dict(d_model=32, n_layers=4, steps=40, warmup=10, batch=8, curve_every=20,
-                       val_windows=256),
-           "long": dict(d_model=32, n_layers=8, steps=300, warmup=30, batch=8, curve_every=50,
-                        val_windows=512)},
+    sizes=_LR_SIZES,
     prefix={"cpu": 20, "long": 50},
     description="chapter 11: the learning-rate sweep's recipe at 1e-3 and 3e-3, below its grid")
 
