@@ -67,12 +67,18 @@ def _sweep(cells):
                      for (p, w, lr), v in cells.items()} for s in range(3)})
 
 
-def test_lr_claims_on_known_data():
+def _cells(post_low, post_mid, warm) -> dict:
+    """Pre-norm trains at 1e-2 and 1e-1 and diverges at 1; post-norm's losses at 1e-2 and 1e-1
+    (no warmup) are given, it diverges at 1, and ``warm`` is ``(rate, losses)`` with warmup."""
     big = ch11.UNIFORM
-    cells = {("pre", "0", "1e-2"): [2.0, 2.1, 2.0], ("pre", "0", "1e-1"): [2.1, 2.2, 2.15],
-             ("pre", "0", "1"): [big, big, big], ("post", "0", "1e-2"): [2.2, 2.3, 2.2],
-             ("post", "0", "1e-1"): [3.4, 3.5, 3.3], ("post", "0", "1"): [big, big, big],
-             ("post", "1", "1e-1"): [2.3, 2.2, 2.4]}
+    return {("pre", "0", "1e-2"): [2.0, 2.1, 2.0], ("pre", "0", "1e-1"): [2.1, 2.2, 2.15],
+            ("pre", "0", "1"): [big, big, big], ("post", "0", "1e-2"): post_low,
+            ("post", "0", "1e-1"): post_mid, ("post", "0", "1"): [big, big, big],
+            ("post", "1", warm[0]): warm[1]}
+
+
+def test_lr_claims_on_known_data():
+    cells = _cells([2.2, 2.3, 2.2], [3.4, 3.5, 3.3], ("1e-1", [2.3, 2.2, 2.4]))
     table = ch11_analysis.lr_table(_sweep(cells))
     assert ch11_analysis.lr_star(table, bigram=2.4) == "1e-1"
     claims = ch11_analysis.lr_claims(table, "test", bigram=2.4, plateau=3.4)
@@ -85,11 +91,7 @@ def test_lr_claims_on_known_data():
 
 
 def test_lr_claims_need_post_norm_to_train_somewhere():
-    big = ch11.UNIFORM
-    cells = {("pre", "0", "1e-2"): [2.0, 2.1, 2.0], ("pre", "0", "1e-1"): [2.1, 2.2, 2.15],
-             ("pre", "0", "1"): [big, big, big], ("post", "0", "1e-2"): [3.3, 3.35, 3.3],
-             ("post", "0", "1e-1"): [3.4, 3.5, 3.3], ("post", "0", "1"): [big, big, big],
-             ("post", "1", "1e-2"): [2.3, 2.2, 2.3]}
+    cells = _cells([3.3, 3.35, 3.3], [3.4, 3.5, 3.3], ("1e-2", [2.3, 2.2, 2.3]))
     table = ch11_analysis.lr_table(_sweep(cells))
     assert ch11_analysis.top_rate(table, "post", bigram=2.4) is None
     claims = ch11_analysis.lr_claims(table, "test", bigram=2.4, plateau=3.4)
