@@ -206,23 +206,36 @@ def depth_checks(runs, bigram: float, depths) -> list[Check]:
                            name="pre-norm beats the byte bigram at every depth")]
 
 
-def depth_claims(runs, size: Any, bigram: float, depths=(6, 24), suffix: str = "") -> dict[str, Claim]:
+def shallow_post_trains(runs, lo: int, plateau: float) -> Check:
+    """The threshold claim's positive control: with the depth runs' recipe, post-norm at the
+    shallowest depth leaves the unigram plateau in every seed. If it does not, the recipe's rate
+    (not depth) already stops post-norm, and "it still trains at 12 layers" cannot be tested."""
+    losses = _v(runs, f"post L={lo}", "loss")
+    off = sum(v < plateau - LEFT for v in losses)
+    return Check(f"the recipe lets post-norm train at {lo} layers: every seed leaves the unigram plateau",
+                 off == len(losses), f"{off} of {len(losses)} seeds end {LEFT:g}+ nats below {plateau:.2f}")
+
+
+def depth_claims(runs, size: Any, bigram: float, depths=(6, 24), suffix: str = "",
+                 plateau: float | None = None) -> dict[str, Claim]:
     """``deep``: post-norm ends at least 0.1 nats behind pre-norm at the deepest depth;
     ``depth``: the post-minus-pre gap is larger at the deepest than at the shallowest depth;
     with a middle depth below 20 (12 in the record), ``threshold``: Wang et al.'s claim read as
     a threshold, post-norm *trains* there (ends less than 0.1 nats behind pre-norm), as it must
-    if it only fails beyond 20-30 layers."""
+    if it only fails beyond 20-30 layers. Given the unigram ``plateau``, the threshold claim is
+    decided only if post-norm trains at the shallowest depth (:func:`shallow_post_trains`)."""
     lo, hi = min(depths), max(depths)
     kw = dict(size=size, chapter=CHAPTER, fmt=".2f", checks=depth_checks(runs, bigram, depths))
     mids = [L for L in depths if lo < L < 20]
     extra = {}
     if mids:
         mid = max(mids)
+        control = [] if plateau is None else [shallow_post_trains(runs, lo, plateau)]
         extra["threshold"] = Claim(
             f"Post-norm's failure is a threshold beyond 20 layers: at {mid} layers it still trains, "
             "ending less than 0.1 nats behind pre-norm of the same depth", summarize(depth_gap(runs, mid)),
             threshold=0.1, direction="<", quantity=f"loss(post) - loss(pre), {mid} layers",
-            id=f"ch11_depth_threshold{suffix}", **kw)
+            id=f"ch11_depth_threshold{suffix}", **{**kw, "checks": [*kw["checks"], *control]})
     return {**extra,
         "deep": Claim(f"Post-norm fails at {hi} layers: it ends at least 0.1 nats behind pre-norm of "
                       "the same depth", summarize(depth_gap(runs, hi)), threshold=0.1, direction=">",

@@ -134,6 +134,15 @@ def test_depth_and_xiong_claims_on_known_data():
     runs = Runs({s: {v: {"loss": x[s]} for v, x in loss.items()} for s in range(4)})
     c = ch11_analysis.depth_claims(runs, "test", bigram=2.4, depths=(6, 12, 24))
     assert c["threshold"].verdict == "does not hold" and "12 layers" in c["threshold"].text
+    # the threshold's positive control: post-norm at 6 layers leaves the plateau (3.45) in every seed
+    c = ch11_analysis.depth_claims(runs, "test", bigram=2.4, depths=(6, 12, 24), plateau=3.45)
+    assert c["threshold"].verdict == "does not hold" and c["threshold"].checks[-1].passed
+    loss["post L=6"] = [2.0, 3.4, 2.0, 3.42]  # the recipe's rate stops post-norm at 6 layers in 2 seeds
+    runs = Runs({s: {v: {"loss": x[s]} for v, x in loss.items()} for s in range(4)})
+    c = ch11_analysis.depth_claims(runs, "test", bigram=2.4, depths=(6, 12, 24), plateau=3.45)
+    assert c["threshold"].verdict == CANNOT_DECIDE
+    assert "2 of 4 seeds" in c["threshold"].checks[-1].detail
+    assert c["deep"].verdict == "holds"  # the control gates the threshold claim only
     g = {}
     for s in range(3):
         g[s] = {}
