@@ -12,6 +12,18 @@ machine drifts, and CUDA kernels run asynchronously. :func:`compare` therefore
    and the ratio ours / peer as the geometric mean of the per-round ratios with a t interval
    (:func:`llmviz.evidence.paired_ratio`): rounds are paired, like seeds.
 
+The rounds of one call are not independent runs: they share the machine's state (its load,
+its clock speed, what else is in the caches), so their interval says how well *this run*
+pins the ratio, not what another run an hour later will measure. Two timings of the same code
+can differ by more than that interval suggests. So :func:`compare` also runs an **A/A
+control** by default (``control=True``): in every round the peer is timed a second time, its
+twin, with the three calls in a rotating order whose consecutive rounds mirror each other, so
+a steady drift hits every side alike. The twin against the peer is a ratio whose true value is
+1; how far its interval reaches from 1 (:attr:`Comparison.control_reach`) is what two timings
+of the same code differ by on this machine now. :func:`speed_claim` decides only an effect
+that clears its threshold by more than that reach (:func:`control_check`); otherwise the
+verdict is "cannot decide" and the box says why.
+
 Everything runs with a fixed torch thread count (``threads=``, through
 :func:`llmviz.runtime.threads`, restored afterwards) and under ``torch.inference_mode()``
 unless ``inference=False`` (needed to time a backward pass).
@@ -23,101 +35,24 @@ A sentence about a speed difference is a computed verdict: :func:`speed_claim` t
 from __future__ import annotations
 
 import contextlib
-import statistics
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.utils.benchmark as tb
 
 from .._checks import check_positive, check_positive_int
-from ..evidence import Claim, Estimate, paired_ratio
+from ..evidence import Check, Claim
+from ..evidence.verdict import UNRESOLVED, decide
+from ..runtime import run_size
 from ..runtime import threads as _threads
+from .timing import Comparison, Timing
 
-__all__ = ["Timing", "Comparison", "measure", "compare", "speed_claim", "header"]
+__all__ = ["Timing", "Comparison", "measure", "compare", "speed_claim", "control_check",
+           "header", "WITHIN_RUN"]
 
-
-def _fmt_time(seconds: float) -> str:
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if seconds >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds / 1e-9:.3g} ns"
-
-
-@dataclass(frozen=True)
-class Timing:
-    """Time per call of one function over ``repeats`` rounds.
-
-    Attributes:
-        name: what was timed.
-        times_s: seconds per call, one entry per round (each the median of one
-            ``blocked_autorange``), in the order measured.
-    """
-
-    name: str
-    times_s: tuple[float, ...]
-
-    @property
-    def median(self) -> float:
-        """Median seconds per call over the rounds."""
-        return statistics.median(self.times_s)
-
-    @property
-    def iqr(self) -> tuple[float, float]:
-        """(25th, 75th) percentile of the rounds, seconds; both the median for one round."""
-        if len(self.times_s) < 2:
-            return (self.median, self.median)
-        q = statistics.quantiles(self.times_s, n=4, method="inclusive")
-        return (q[0], q[2])
-
-    @property
-    def min(self) -> float:
-        return min(self.times_s)
-
-    @property
-    def max(self) -> float:
-        return max(self.times_s)
-
-    def __str__(self) -> str:
-        q1, q3 = self.iqr
-        return (
-            f"{self.name}: {_fmt_time(self.median)} per call (IQR {_fmt_time(q1)} to "
-            f"{_fmt_time(q3)}, {len(self.times_s)} rounds)"
-        )
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """Ours against a peer, timed in interleaved rounds on the same inputs.
-
-    Attributes:
-        name: what the comparison measures ("decode step, T=1024").
-        ours, peer: the two sides' timings (rounds paired by index).
-        device: where it ran, e.g. ``"cpu"`` or ``"cuda (NVIDIA H100 80GB HBM3)"``.
-        threads: torch intra-op threads during the measurement.
-    """
-
-    name: str
-    ours: Timing
-    peer: Timing
-    device: str
-    threads: int
-
-    @property
-    def ratio(self) -> Estimate:
-        """Time ours / peer: geometric mean of the per-round ratios, with its 95% interval.
-
-        Below 1 means ours is faster. With a single round there is no interval.
-        """
-        return paired_ratio(self.ours.times_s, self.peer.times_s)
-
-    def __str__(self) -> str:
-        return (
-            f"{self.name}: {self.ours.name} {_fmt_time(self.ours.median)}, {self.peer.name} "
-            f"{_fmt_time(self.peer.median)}; ratio {self.ours.name}/{self.peer.name} "
-            f"{self.ratio.format('.3g')} [{self.device}, {self.threads} thread(s)]"
-        )
+#: How a timing claim's interval is labelled: what its rounds cover, and what they do not.
+WITHIN_RUN = "interval over the rounds of this run only"
 
 
 def _device_label() -> str:
@@ -202,6 +137,7 @@ def compare(
     min_run_time: float = 0.1,
     threads: int | None = None,
     inference: bool = True,
+    control: bool = True,
 ) -> Comparison:
     """Time ``ours`` against ``peer`` in interleaved rounds (see the module docstring).
 
@@ -215,30 +151,90 @@ def compare(
         min_run_time: seconds each side runs at least per round.
         threads: torch intra-op threads for the measurement; ``None`` keeps the current count.
         inference: run under ``torch.inference_mode()``; False to time backward passes.
+        control: also time the peer a second time in every round (the A/A control, about
+            half as much time again); :func:`speed_claim` then decides only effects larger
+            than what the peer against itself shows.
 
     Returns a :class:`Comparison`; ``str()`` of it is a one-line report, ``.ratio`` the
-    ratio ours / peer with its interval.
+    ratio ours / peer with its interval, ``.control`` the A/A ratio.
     """
     _check_fn(ours, "ours")
     _check_fn(peer, "peer")
     _check_options(repeats, warmup, min_run_time, threads)
+    if not isinstance(control, bool):
+        raise TypeError(f"control must be True or False, got {control!r}")
     with _threads(threads) as n_threads, _context(inference):
         for _ in range(warmup):
             ours()
             peer()
         _sync()
-        a: list[float] = []
-        b: list[float] = []
+        times: dict[str, list[float]] = {"ours": [], "peer": [], "again": []}
+        fns = {"ours": ours, "peer": peer, "again": peer}
         for i in range(repeats):
-            if i % 2 == 0:
-                a.append(_one_round(ours, min_run_time))
-                b.append(_one_round(peer, min_run_time))
-            else:
-                b.append(_one_round(peer, min_run_time))
-                a.append(_one_round(ours, min_run_time))
+            order = _ORDERS[i % len(_ORDERS)] if control else (
+                ("ours", "peer") if i % 2 == 0 else ("peer", "ours"))
+            for side in order:
+                times[side].append(_one_round(fns[side], min_run_time))
+    again = Timing(f"{peer_name} (again)", tuple(times["again"])) if control else None
     return Comparison(
-        name=name, ours=Timing(ours_name, tuple(a)), peer=Timing(peer_name, tuple(b)),
-        device=_device_label(), threads=n_threads,
+        name=name, ours=Timing(ours_name, tuple(times["ours"])),
+        peer=Timing(peer_name, tuple(times["peer"])), device=_device_label(),
+        threads=n_threads, again=again,
+    )
+
+
+#: The order of the three calls in the rounds of a controlled comparison: each even round is
+#: mirrored by the next, so a steady drift costs every side the same over a pair of rounds,
+#: and over six rounds every side takes every position twice.
+_ORDERS = (
+    ("ours", "peer", "again"), ("again", "peer", "ours"),
+    ("peer", "ours", "again"), ("again", "ours", "peer"),
+    ("peer", "again", "ours"), ("ours", "again", "peer"),
+)
+
+
+def control_check(comparison: Comparison, *, threshold: float = 1.0) -> Check:
+    """Whether the time ratio clears ``threshold`` by more than the A/A control's reach.
+
+    The ratio's interval decides "ours / peer < threshold" (or its opposite) only if it lies on
+    one side of the threshold; this check asks for more: the interval widened on each side by
+    what the peer against itself shows in the same rounds (:meth:`Comparison.ratio_beyond_control`)
+    must give the same verdict. It passes when it does, or when the interval decides nothing
+    anyway (the verdict is then "not resolved"); it fails when the rounds alone would decide
+    but the machine's noise now is as large as the margin, and the claim's verdict becomes
+    "cannot decide".
+
+    Args:
+        comparison: from :func:`compare`; one without a control fails the check whenever its
+            interval decides (nothing says how noisy the machine is).
+        threshold: the ratio the claim compares with (positive).
+    """
+    if not isinstance(comparison, Comparison):
+        raise TypeError(
+            f"comparison must be a Comparison from compare(), got {type(comparison).__name__}"
+        )
+    check_positive(threshold, "threshold")
+    c = comparison
+    plain = decide(c.ratio, threshold=threshold, direction="<")
+    wide = decide(c.ratio_beyond_control(), threshold=threshold, direction="<")
+    passed = plain == UNRESOLVED or wide == plain
+    aa = c.control
+    if aa is None:
+        seen = "no A/A control was timed"
+    else:
+        seen = (f"{c.peer.name} against itself {aa.format('.3g')}: two timings of the same "
+                f"code differ by up to {c.control_reach:.1%} here now")
+    r = c.ratio
+    if plain == UNRESOLVED:
+        margin = f"the ratio's interval does not clear {threshold:g} anyway"
+    else:
+        clear = threshold / r.high if r.high < threshold else r.low / threshold
+        margin = (f"the ratio's interval ends a factor {clear:.3g} away from {threshold:g}, "
+                  f"the control's reach a factor {1 + c.control_reach:.3g}")
+    return Check(
+        "the effect is larger than the A/A control (the peer timed against itself)",
+        passed,
+        f"{seen}; {margin}" + ("" if passed else "; cannot decide on this machine now"),
     )
 
 
@@ -260,7 +256,10 @@ def speed_claim(
         chapter: the chapter it belongs to, when it cannot be detected.
 
     The verdict is "holds" when the whole interval of the ratio lies below ``threshold``,
-    "does not hold" when it lies at or above it, and "not resolved at this size" otherwise.
+    "does not hold" when it lies at or above it, and "not resolved at this size" otherwise;
+    but where the comparison timed an A/A control and the interval clears the threshold by
+    less than the control's reach, "cannot decide at this size" (:func:`control_check`, shown
+    in the box). The interval is over one run's rounds, and the box's size says so.
     """
     if not isinstance(comparison, Comparison):
         raise TypeError(
@@ -268,10 +267,12 @@ def speed_claim(
         )
     c = comparison
     text = text or f"{c.ours.name} is faster than {c.peer.name} ({c.name})"
+    checks = (control_check(c, threshold=threshold),) if c.again is not None else ()
     return Claim(
         text, c.ratio, threshold=threshold, direction="<",
         quantity=f"time ratio {c.ours.name} / {c.peer.name}", id=id, chapter=chapter,
-        device=c.device,
+        device=c.device, checks=checks,
+        size=f"live run, {run_size()} size; {WITHIN_RUN}" + ("; A/A-controlled" if checks else ""),
     )
 
 

@@ -12,8 +12,10 @@ import time
 import pytest
 import torch
 
-from llmviz.evidence import FAILS, HOLDS, UNRESOLVED, Estimate
-from llmviz.training.bench import Comparison, Timing, compare, measure, speed_claim
+from llmviz.evidence import CANNOT_DECIDE, FAILS, HOLDS, UNRESOLVED, Estimate
+from llmviz.training.bench import (
+    Comparison, Timing, compare, control_check, measure, speed_claim,
+)
 
 FAST = dict(repeats=5, warmup=1, min_run_time=0.02)
 
@@ -63,7 +65,7 @@ def fake_clock(monkeypatch):
 
 def test_ratio_of_a_function_against_itself_contains_one(fake_clock):
     f = _Cost(0.002)
-    c = compare("self", f, f, **FAST)
+    c = compare("self", f, f, control=False, **FAST)
     r = c.ratio
     assert isinstance(r, Estimate) and r.kind == "ratio" and r.n == 5
     assert r.low <= 1.0 <= r.high, str(c)
@@ -72,7 +74,7 @@ def test_ratio_of_a_function_against_itself_contains_one(fake_clock):
 
 
 def test_rounds_interleave_the_two_sides(fake_clock):
-    compare("order", _Cost(1.0), _Cost(2.0), **FAST)
+    compare("order", _Cost(1.0), _Cost(2.0), control=False, **FAST)
     # ours first, then peer first, alternately: drift on the machine hits both sides
     pairs = [tuple(fake_clock[i : i + 2]) for i in range(0, len(fake_clock), 2)]
     assert pairs[0] == (1.0, 2.0) and pairs[1] == (2.0, 1.0)
@@ -158,3 +160,95 @@ def test_compare_on_cuda_times_the_kernels_not_the_launches():
     c = compare("cuda matmuls", lambda: x @ x @ x, lambda: x @ x, **FAST)
     assert c.device.startswith("cuda (")
     assert 1.4 < c.ratio.mean < 2.8, str(c)  # two products against one
+
+
+# --- the A/A control -------------------------------------------------------------------------
+
+
+def test_controlled_rounds_time_the_peer_twice_in_mirrored_orders(fake_clock):
+    c = compare("order", _Cost(1.0), _Cost(2.0), **{**FAST, "repeats": 6})
+    triples = [tuple(fake_clock[i : i + 3]) for i in range(0, len(fake_clock), 3)]
+    assert len(triples) == 6 and all(sorted(t) == [1.0, 2.0, 2.0] for t in triples)
+    # every side takes every position twice over six rounds: ours (cost 1) at 0, 1 and 2
+    assert sorted(t.index(1.0) for t in triples) == [0, 0, 1, 1, 2, 2]
+    assert c.again is not None and len(c.again.times_s) == 6
+    assert c.control.kind == "ratio" and c.control.n == 6
+    assert "A/A control" in str(c) and "within this run" in str(c)
+
+
+def _comparison(ratios, aa_ratios, peer=(1.0, 1.02, 0.98, 1.01, 0.99, 1.0)):
+    """A comparison built from per-round ratios: ours_i = r_i * peer_i, twin_i = a_i * peer_i."""
+    ours = tuple(r * p for r, p in zip(ratios, peer))
+    again = tuple(a * p for a, p in zip(aa_ratios, peer))
+    return Comparison("synthetic", Timing("ours", ours), Timing("peer", peer), "cpu", 1,
+                      again=Timing("peer (again)", again))
+
+
+# the twin's rounds: the same code timed twice differs by up to about 8% per round here
+NOISY_AA = (1.08, 0.93, 1.06, 0.95, 1.07, 0.94)
+QUIET_AA = (1.002, 0.999, 1.001, 0.998, 1.0, 1.001)
+SMALL = (0.95, 0.951, 0.949, 0.95, 0.952, 0.948)  # 5% faster, tight within the run
+LARGE = (0.50, 0.51, 0.49, 0.505, 0.495, 0.50)  # twice as fast
+
+
+def test_aa_noise_swamps_a_small_effect():
+    c = _comparison(SMALL, NOISY_AA)
+    assert c.ratio.high < 1  # the rounds alone would call it faster ...
+    claim = speed_claim(c)
+    assert claim.interval_verdict == HOLDS
+    assert claim.verdict == CANNOT_DECIDE  # ... but the peer against itself moves more than 5%
+    check = control_check(c)
+    assert not check.passed and "cannot decide on this machine now" in check.detail
+    assert c.control_reach > 0.05
+    assert "A/A-controlled" in claim.size and "this run only" in claim.size
+
+
+def test_a_large_effect_clears_the_same_noise():
+    c = _comparison(LARGE, NOISY_AA)
+    assert speed_claim(c).verdict == HOLDS
+    assert speed_claim(c, threshold=0.3).verdict == FAILS  # not 3x faster, noise or not
+    assert control_check(c).passed
+
+
+def test_a_small_effect_is_decided_on_a_quiet_machine():
+    c = _comparison(SMALL, QUIET_AA)
+    assert c.control_reach < 0.01
+    assert speed_claim(c).verdict == HOLDS and control_check(c).passed
+
+
+def test_an_unresolved_interval_stays_not_resolved():
+    straddle = (0.97, 1.03, 0.99, 1.02, 0.98, 1.01)
+    c = _comparison(straddle, NOISY_AA)
+    assert speed_claim(c).verdict == UNRESOLVED and control_check(c).passed
+
+
+def test_the_widened_interval_contains_the_plain_one():
+    c = _comparison(SMALL, NOISY_AA)
+    r, w = c.ratio, c.ratio_beyond_control()
+    assert w.low < r.low and w.high > r.high and w.mean == r.mean
+    f = 1 + c.control_reach
+    assert w.low == pytest.approx(r.low / f) and w.high == pytest.approx(r.high * f)
+
+
+def test_without_a_control_there_is_no_check_and_no_reach():
+    c = Comparison("x", Timing("a", (1.0, 1.1, 0.9)), Timing("b", (2.0, 2.0, 2.0)), "cpu", 1)
+    assert c.control is None and c.control_reach == float("inf")
+    assert speed_claim(c).checks == () and speed_claim(c).verdict == HOLDS
+    assert not control_check(c).passed  # nothing says how noisy the machine is
+    assert not c.ratio_beyond_control().resolved
+
+
+def test_real_clock_control_decides_a_large_effect():
+    c = compare("sleeps", _sleep(0.002), _sleep(0.006), repeats=4, warmup=1, min_run_time=0.02)
+    assert c.control.low <= 1.2 and c.control.high >= 0.8, str(c)
+    assert speed_claim(c).verdict == HOLDS, str(speed_claim(c))
+
+
+def test_control_check_bad_input():
+    c = _comparison(SMALL, NOISY_AA)
+    with pytest.raises(TypeError, match=r"comparison must be a Comparison from compare\(\), got str"):
+        control_check("c")
+    with pytest.raises(ValueError, match=r"threshold must be positive, got 0"):
+        control_check(c, threshold=0)
+    with pytest.raises(TypeError, match=r"control must be True or False, got 1"):
+        compare("x", _sleep(0), _sleep(0), control=1)
