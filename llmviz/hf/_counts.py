@@ -42,7 +42,8 @@ class LayerAnatomy:
         ffn: ``"dense"`` or ``"moe"``.
         params: parameters of the layer (all experts included).
         active_params: parameters one token uses (routed experts: only the chosen ones).
-        kv_elements: cache entries per token (keys and values, or MLA's latent and rope key).
+        kv_elements: cache entries per token (keys and values, or MLA's latent and rope key, and
+            DeepSeek-V3.2's indexer key).
     """
 
     index: int
@@ -134,7 +135,8 @@ def read_architecture(c: Any) -> tuple[ModelConfig, _Arch, list[LayerAnatomy], i
         elif isinstance(block.self_attn, ShortConv):  # LFM2's conv layers (the layout's adapt)
             kind, kv, scores, rope = "conv", 0, 0, False
         elif cfg.attn_kind == "mla":
-            kind, kv, rotary = "latent", cfg.kv_lora_rank + cfg.qk_rope_head_dim, cfg.qk_rope_head_dim
+            index = getattr(getattr(block.self_attn, "indexer", None), "head_dim", 0)  # DeepSeek-V3.2's indexer key
+            kind, kv, rotary = "latent", cfg.kv_lora_rank + cfg.qk_rope_head_dim + index, cfg.qk_rope_head_dim
             scores = H * (cfg.qk_nope_head_dim + cfg.qk_rope_head_dim + cfg.v_head_dim)
         else:
             local = "chunked" if cfg.local_attention == "chunked" else "sliding"  # Llama 4's chunks

@@ -19,8 +19,10 @@ _SSM = "a recurrent or state-space model with no softmax attention; llmviz has n
 _HYBRID_SSM = "Mamba (state-space) layers beside attention; llmviz has no state-space mixer"
 _SHORTCONV = ("LFM2's gated short convolutions with {}; llmviz reads the dense LFM2 (model_type "
               "'lfm2')")
-_INDEXER = ("a sparse-attention indexer picks the keys each query attends to (DeepSeek Sparse "
-            "Attention); llmviz attends to every key in its window")
+_INDEXER = ("a sparse-attention indexer other than DeepSeek-V3.2's (GLM-MoE-DSA and HY-V4 reuse one "
+            "layer's top-k keys in the 'shared' layers after it; the others have indexer or attention "
+            "code of their own); llmviz's indexer is DeepSeek-V3.2's (model_type 'deepseek_v32') and "
+            "this one has not been compared with it")
 _GRANITE = ("embedding_multiplier, residual_multiplier, attention_multiplier and logits_scaling "
             "scale the stream and the logits; llmviz has none of these scalings")
 _COHERE = ("the logits are multiplied by logit_scale and attention and MLP run in parallel from one "
@@ -42,7 +44,7 @@ REFUSED: dict[str, str] = {
     "lfm2_moe": _SHORTCONV.format("its own mixture of experts (sigmoid router with a choice bias, "
                                   "dense first layers) not compared with llmviz's"),
     "lfm3": _SHORTCONV.format("LFM3's changes, whose modeling code has not been compared with llmviz's"),
-    **dict.fromkeys(("deepseek_v32", "glm_moe_dsa", "axk2", "dots3_note", "dots3_note_text",
+    **dict.fromkeys(("glm_moe_dsa", "axk2", "dots3_note", "dots3_note_text",
                      "minimax_m3_vl_text", "hy_v4"), _INDEXER),
     **dict.fromkeys(("granite", "granite_swa", "granitemoe", "granitemoe_swa", "granitemoeshared",
                      "hyperclovax"), _GRANITE),

@@ -157,6 +157,8 @@ FAMILIES = {
     "hunyuan_v1_moe": ("HunYuanMoEV1Config", "HunYuanMoEV1ForCausalLM",
                        dict(head_dim=16, num_experts=4, moe_topk=2, intermediate_size=32)),
     "apertus": ("ApertusConfig", "ApertusForCausalLM", dict(head_dim=16, attention_bias=True)),
+    "deepseek_v32": ("DeepseekV32Config", "DeepseekV32ForCausalLM",  # 6 of up to 24 keys per query: sparse
+                     dict(FAMILIES_MLA, index_topk=6, index_head_dim=16, index_n_heads=4)),
     "deepseek_v2": ("DeepseekV2Config", "DeepseekV2ForCausalLM",
                     dict(FAMILIES_MLA, topk_method="greedy", n_group=None, topk_group=None, num_experts_per_tok=3)),
     "deepseek_v2-grouped": ("DeepseekV2Config", "DeepseekV2ForCausalLM",  # V2 (236B): 1 of 2 groups
