@@ -79,7 +79,8 @@ def _a_log_source(i: str, module: str, rest: str, config: Any) -> Source | None:
     return None
 
 
-@stores(adapt=_adapt, renames={"self_attn.conv": "self_attn.conv1d", "self_attn.f_a_proj": f"{_GATE}.f_a_proj",
+@stores(adapt=_adapt,
+        renames={"self_attn.conv": "self_attn.conv1d", "self_attn.f_a_proj": f"{_GATE}.f_a_proj",
                  "self_attn.f_b_proj": f"{_GATE}.f_b_proj", "self_attn.dt_bias": f"{_GATE}.dt_bias",
                  "self_attn.norm_weight": "self_attn.o_norm.weight"})
 def kimi_linear(c: Any) -> dict[str, Any]:
