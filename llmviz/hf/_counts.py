@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from ..attention.kda_layer import KimiDeltaAttention
+from ..attention.latent_nope import NoRotation
 from ..attention.short_conv import ShortConv
 from ..ffn import FFN_KINDS
 from ..model.config import ModelConfig
@@ -31,7 +33,7 @@ class LayerAnatomy:
     Attributes:
         index: layer number.
         attention: ``"global"``, ``"sliding"``, ``"chunked"`` (Llama 4), ``"latent"`` (DeepSeek MLA), ``"linear"``
-            (Qwen3-Next's gated DeltaNet: a fixed-size state instead of a growing cache) or
+            (Qwen3-Next's gated DeltaNet, Kimi Linear's KDA: a fixed-size state instead of a growing cache) or
             ``"conv"`` (LFM2's gated short convolution: a state of its last inputs).
         window: keys a query sees in a sliding layer (None = all).
         position: ``"rope"``, ``"nope"``, ``"none"`` (linear attention and convolutions: order
@@ -130,7 +132,7 @@ def read_architecture(c: Any) -> tuple[ModelConfig, _Arch, list[LayerAnatomy], i
         rope = cfg.position == "rope" and not nope
         base = cfg.local_rope_base if window is not None and cfg.local_rope_base else cfg.rope_base
         rotary = cfg.rotary_dim if cfg.rotary_dim not in (None, D) else None
-        if cfg.mixer_for(i) == "linear":
+        if cfg.mixer_for(i) == "linear" or isinstance(block.self_attn, KimiDeltaAttention):
             kind, kv, scores, rope = "linear", 0, 0, False
         elif isinstance(block.self_attn, ShortConv):  # LFM2's conv layers (the layout's adapt)
             kind, kv, scores, rope = "conv", 0, 0, False
@@ -138,6 +140,8 @@ def read_architecture(c: Any) -> tuple[ModelConfig, _Arch, list[LayerAnatomy], i
             index = getattr(getattr(block.self_attn, "indexer", None), "head_dim", 0)  # DeepSeek-V3.2's indexer key
             kind, kv, rotary = "latent", cfg.kv_lora_rank + cfg.qk_rope_head_dim + index, cfg.qk_rope_head_dim
             scores = H * (cfg.qk_nope_head_dim + cfg.qk_rope_head_dim + cfg.v_head_dim)
+            if isinstance(block.self_attn.rope, NoRotation):  # Kimi Linear: nothing rotates
+                rope, nope = False, True
         else:
             local = "chunked" if cfg.local_attention == "chunked" else "sliding"  # Llama 4's chunks
             kind, kv, scores = (local if window is not None else "global"), 2 * G * D, H * 2 * D

@@ -66,8 +66,6 @@ REFUSED: dict[str, str] = {
                    "the last num_kv_shared_layers layers, a weightless RMS norm on the values "
                    "(v_norm) and per-layer head widths (per_layer_config: the global layers' "
                    "head_dim differs from the sliding ones'); llmviz has none of these",
-    "kimi_linear": "Kimi Delta Attention layers (per-channel gated delta rule); llmviz's linear layers "
-                   "are Gated DeltaNet, whose gate is one scalar per head",
     "minimax": "lightning (linear) attention layers; llmviz's linear layers are Gated DeltaNet",
     "bailing_hybrid": "linear-attention layers with a forget gate (its delta attention), not llmviz's "
                       "Gated DeltaNet",

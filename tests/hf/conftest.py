@@ -175,6 +175,18 @@ FAMILIES = {
                     dict(num_hidden_layers=4, head_dim=16, intermediate_size=32, intermediate_size_mlp=96,
                          num_local_experts=4, num_experts_per_tok=1, moe_layers=[1, 3], attention_chunk_size=5,
                          no_rope_layer_interval=2, floor_scale=4, attn_scale=0.5)),
+    "kimi_linear": ("KimiLinearConfig", "KimiLinearForCausalLM",  # 3 KDA layers : 1 NoPE latent layer
+                    dict(num_hidden_layers=4, num_key_value_heads=4, num_local_experts=8, num_experts_per_tok=2,
+                         moe_intermediate_size=32, n_shared_experts=1, n_group=2, topk_group=1,
+                         routed_scaling_factor=2.5, q_lora_rank=24, kv_lora_rank=16, qk_nope_head_dim=8,
+                         qk_rope_head_dim=8, v_head_dim=12, attention_bias=True, linear_num_heads=4,
+                         linear_head_dim=8, linear_conv_kernel_dim=4,
+                         layer_types=["linear_attention"] * 3 + ["full_attention"])),
+    "kimi_linear-dense": ("KimiLinearConfig", "KimiLinearForCausalLM",  # plain q_proj, no experts
+                          dict(num_hidden_layers=3, num_key_value_heads=4, q_lora_rank=None, kv_lora_rank=16,
+                               qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=8, linear_num_heads=2,
+                               linear_head_dim=16, linear_conv_kernel_dim=3, mlp_layer_types=["dense"] * 3,
+                               layer_types=["linear_attention", "full_attention", "linear_attention"])),
     "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM",  # serial blocks
                  dict(use_parallel_residual=False, num_key_value_heads=None,
                       rope_parameters={"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.25})),
