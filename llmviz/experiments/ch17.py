@@ -20,7 +20,7 @@ from ..evidence import Experiment
 __all__ = ["VARIANTS", "SEEDS", "SIZES", "MLA", "variants", "mla_run"]
 
 VARIANTS = ("MHA", "GQA, 1 kv head", "MLA")
-SEEDS = (0, 1, 2, 3)
+SEEDS = tuple(range(7))
 _COMMON = dict(d_model=64, n_layers=2, n_heads=4, lr=3e-3, warmup=20, batch=16, seq_len=64,
                val_windows=128)
 SIZES = {
