@@ -298,9 +298,11 @@ def context_claims(runs, size: Any, bigram: float, suffix: str = "",
 
 
 def mechanism_claims(runs, p: dict, size: Any, bigram: float, cx=None,
-                     cx_size: Any = None) -> dict[str, Claim]:
+                     cx_size: Any = None, matched: Any = None) -> dict[str, Claim]:
     """Attention past T against uniform attention's share (each scheme must work within T,
-    :func:`works_within_t`), and Chen et al.'s score blow-up: from
+    :func:`works_within_t`), and Chen et al.'s score blow-up: from ``matched`` when given (a
+    ``ch09_local`` record: both maxima over T keys, see
+    :func:`llmviz.experiments.ch09_local.matched_score_ratios`), else from
     the context record ``cx`` when given (the largest score of the last query past T over the
     largest within T, per window and head), else from the race's mean |score| by distance."""
     T = p["seq_len"]
@@ -322,8 +324,14 @@ def mechanism_claims(runs, p: dict, size: Any, bigram: float, cx=None,
         far = ch09.FACTORS[-1] - 1
         what = (f"largest score of the last query over its {far}T keys past T / over its T keys "
                 f"within T, worst layer (a maximum over {far} times as many keys)")
+    score_size = size if cx is None else cx_size
+    if matched is not None:
+        worst = [max(r["RoPE"]["score_matched"]) for _, r in matched.runs.items()]
+        what = ("largest score of the last query over a random T of its keys past T (mean of "
+                f"{matched.params['draws']} draws) / over its T keys within T, worst layer")
+        score_size = matched
     out["scores"] = Claim("In the trained RoPE model, attention scores past T are far larger "
                           "(over 1.5x) than any within T", summarize(worst), threshold=1.5,
                           direction=">", quantity=what, id="ch09_score_blowup", checks=checks,
-                          size=size if cx is None else cx_size)
+                          size=score_size)
     return out
