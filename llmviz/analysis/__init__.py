@@ -1,6 +1,7 @@
 """Analysis of a model or config: parameters, FLOPs, KV-cache bytes, depth profiles, sweeps.
 
 * :mod:`.parameters`: parameter counts by component, FLOPs per token, KV-cache bytes.
+* :mod:`.activations`: :func:`activation_bytes`, training activation memory, window-aware.
 * :mod:`.sizing`: :func:`match_width`, width matching for depth-vs-width comparisons.
 * :mod:`.memorisation`: :func:`longest_verbatim_match`, the verbatim-match check.
 * :mod:`.kv_frontier`: cache numbers per token and layer for every attention design (MHA, GQA,
@@ -14,7 +15,8 @@
 
 from __future__ import annotations
 
-from . import kv_frontier, memorisation, parameters, profiles, sizing, sweeps
+from . import activations, kv_frontier, memorisation, parameters, profiles, sizing, sweeps
+from .activations import activation_bytes, activation_bytes_by_layer
 from .kv_frontier import DESIGNS, design_cache_bytes, layer_cache_elements
 from .parameters import (
     count_parameters,
@@ -30,6 +32,7 @@ from .profiles import depth_profiles, stability_stats
 from .sweeps import divergence_grid, unigram_loss, worst_spike
 
 __all__ = [
+    "activation_bytes", "activation_bytes_by_layer", "activations",
     "DESIGNS", "design_cache_bytes", "kv_frontier", "layer_cache_elements",
     "count_parameters", "flops_per_token", "gpt2_layer_params", "kv_cache_bytes",
     "kv_cache_bytes_for", "layer_params", "longest_verbatim_match", "match_width", "parameters",

@@ -5,8 +5,9 @@ variants ``"L<depth>@<lr>"``. Where it swept rates, each depth is read at the ra
 lowest mean held-out loss over the seeds (:func:`llmviz.experiments.sweep.best_rates`), and the
 claim "the deepest shape ends lower than the widest" carries three kinds of check:
 
-* both compared shapes beat the byte bigram on the same targets (a comparison of models that
-  have learned less than counting says nothing about shape);
+* both compared shapes beat a count baseline on the same targets, the chapter passes the best
+  byte n-gram (a comparison of models that have learned less than counting says nothing about
+  shape: chapter 10's rule);
 * each chosen rate lies inside its grid (a better rate may lie outside it otherwise);
 * a positive control (:func:`rate_control`): on the same seeds, the paired comparison resolves
   a difference that is there by construction, each compared shape at the worst rate of its grid
@@ -59,18 +60,21 @@ def rate_control(runs: Any, variants: Any, pick: dict, depths: Any) -> Check:
                             "rate of the grid against its chosen rate)", ok, "; ".join(parts))
 
 
-def depth_claim(runs: Any, variants: Any, depths: Any, size: Any, bigram: float, *, matched: str,
-                rate: float | None = None, suffix: str = "") -> Claim:
+def depth_claim(runs: Any, variants: Any, depths: Any, size: Any, baseline: float, *, matched: str,
+                baseline_name: str = "byte bigram", rate: float | None = None,
+                suffix: str = "") -> Claim:
     """"At matched ``matched``, the deepest shape ends lower than the widest" from ``runs``.
 
-    With ``rate`` every shape ran at that one rate (no rate checks, no control); otherwise each
-    is read at its best rate with the grid checks and :func:`rate_control`."""
+    Both compared shapes must beat ``baseline`` (the loss of the ``baseline_name`` model on the
+    same held-out targets), or the verdict is "cannot decide". With ``rate`` every shape ran at
+    that one rate (no rate checks, no control); otherwise each is read at its best rate with the
+    grid checks and :func:`rate_control`."""
     depths = sorted(depths)
     wide, deep = depths[0], depths[-1]
     pick, edges = picks(runs, variants, depths, rate=rate)
     loss = {L: runs.values(pick[L], "val_loss") for L in (wide, deep)}
-    checks = [beats_baseline({f"L={L}": loss[L] for L in (wide, deep)}, bigram,
-                             name="both compared shapes beat the byte bigram")]
+    checks = [beats_baseline({f"L={L}": loss[L] for L in (wide, deep)}, baseline,
+                             name=f"both compared shapes beat the {baseline_name}")]
     if rate is None:
         checks += [edges[wide], edges[deep], rate_control(runs, variants, pick, (wide, deep))]
     how = f"all at rate {rate:g}" if rate is not None else "each at its own learning rate"

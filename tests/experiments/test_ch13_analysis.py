@@ -43,17 +43,23 @@ def test_picks_read_each_depth_at_its_best_rate_and_check_the_grid_edges():
 
 
 def test_deeper_wins_holds_with_every_check_passed():
-    claim = ana.depth_claim(_runs(_grid(1.8)), VARIANTS, DEPTHS, "test", bigram=2.4, matched="total parameters")
+    claim = ana.depth_claim(_runs(_grid(1.8)), VARIANTS, DEPTHS, "test", baseline=2.4, matched="total parameters")
     assert claim.verdict == "holds", claim
     assert [c.passed for c in claim.checks] == [True, True, True, True]
     assert claim.id == "ch13_depth" and claim.estimate.mean == pytest.approx(-0.2 + 0.007, abs=1e-9)
 
 
 def test_a_model_above_the_bigram_or_a_rate_on_the_edge_means_cannot_decide():
-    above = ana.depth_claim(_runs(_grid(1.8)), VARIANTS, DEPTHS, "test", bigram=1.9,
+    above = ana.depth_claim(_runs(_grid(1.8)), VARIANTS, DEPTHS, "test", baseline=1.9,
                             matched="total parameters")
     assert above.verdict == CANNOT_DECIDE and not above.checks[0].passed
-    edge = ana.depth_claim(_runs(_grid(1.8, deep_at=0.003)), VARIANTS, DEPTHS, "test", bigram=2.4,
+    assert above.checks[0].name == "both compared shapes beat the byte bigram"
+    # the same runs against a stronger count model (the chapter passes the best byte n-gram)
+    ngram = ana.depth_claim(_runs(_grid(1.8)), VARIANTS, DEPTHS, "test", baseline=1.75,
+                            matched="total parameters", baseline_name="byte 5-gram")
+    assert ngram.verdict == CANNOT_DECIDE
+    assert ngram.checks[0].name == "both compared shapes beat the byte 5-gram" and not ngram.checks[0].passed
+    edge = ana.depth_claim(_runs(_grid(1.8, deep_at=0.003)), VARIANTS, DEPTHS, "test", baseline=2.4,
                            matched="training FLOPs per token", suffix="_x")
     assert edge.verdict == CANNOT_DECIDE and edge.id == "ch13_flops_x"
 
@@ -69,7 +75,7 @@ def test_the_positive_control_fails_when_the_rate_makes_no_resolvable_difference
 
 
 def test_a_single_rate_run_has_only_the_baseline_check():
-    claim = ana.depth_claim(_runs(_grid(1.8)), VARIANTS, DEPTHS, "live", bigram=2.4,
+    claim = ana.depth_claim(_runs(_grid(1.8)), VARIANTS, DEPTHS, "live", baseline=2.4,
                             matched="total parameters", rate=0.01, suffix="_live")
     assert len(claim.checks) == 1 and claim.id == "ch13_depth_live"
 
