@@ -148,3 +148,18 @@ def test_float64_logits_agree_to_float64_rounding(family, make_hf, ids, monkeypa
     with torch.no_grad():
         diff = (from_hf(hf, dtype=torch.float64)(ids).logits - hf(ids).logits).abs().max().item()
     assert diff < 1e-10, diff
+
+
+@pytest.mark.parametrize("overrides", [
+    {},  # the config class's defaults: 30 layers, 262k-token per-layer table, 5.08e9 parameters
+    dict(enable_moe_block=True, num_experts=128, top_k_experts=8, moe_intermediate_size=704,
+         hidden_size_per_layer_input=0, attention_k_eq_v=True, num_global_key_value_heads=2),
+    dict(num_kv_shared_layers=20, use_double_wide_mlp=True),
+], ids=["defaults", "moe-k_eq_v", "kv-shared-double-wide"])
+def test_full_size_counts_equal_transformers(overrides):
+    config = transformers.Gemma4TextConfig(**overrides)
+    with torch.device("meta"):
+        hf = transformers.AutoModelForCausalLM.from_config(config)
+    a = anatomy(config)
+    assert a.total_params == sum(p.numel() for p in hf.parameters())
+    assert (a.active_params < a.total_params) == bool(overrides.get("enable_moe_block"))
