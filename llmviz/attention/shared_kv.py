@@ -11,8 +11,8 @@ Three departures from :class:`~llmviz.attention.module.MultiHeadAttention`, each
   ``v = head_rms(k_proj(x))`` while ``k = rope(k_norm(k_proj(x)))``.
 * **shared keys and values** (``share`` with ``role``): a ``"store"`` layer leaves the keys and
   values it attends to (after the norms, the rotation and the cache) in a :class:`KVShare`
-  under ``group``; a ``"reuse"`` layer has no ``k_proj``, ``v_proj`` or ``k_norm`` at all and
-  attends with its own queries to what the last ``"store"`` layer of its group left there. Its
+  under ``share_key``; a ``"reuse"`` layer has no ``k_proj``, ``v_proj`` or ``k_norm`` at all and
+  attends with its own queries to what the last ``"store"`` layer of its key left there. Its
   cache holds nothing: Gemma 4's last ``num_kv_shared_layers`` layers add no KV cache.
 
 Layers run in order within one forward, so a storing layer always writes before the layers
@@ -48,26 +48,26 @@ def head_rms(x: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 class KVShare:
-    """Keys and values a ``"store"`` layer leaves for the ``"reuse"`` layers of its group, one
-    ``(k, v)`` pair of ``(B, G, S, D)`` tensors per group name, replaced at every forward."""
+    """Keys and values a ``"store"`` layer leaves for the ``"reuse"`` layers of its key, one
+    ``(k, v)`` pair of ``(B, G, S, D)`` tensors per key, replaced at every forward."""
 
     def __init__(self) -> None:
         self._kv: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
 
-    def put(self, group: str, k: torch.Tensor, v: torch.Tensor) -> None:
-        """Leave ``(k, v)`` for ``group``."""
-        if not isinstance(group, str):
-            raise TypeError(f"group must be a str naming the layers that share, got {type(group).__name__}")
-        self._kv[group] = (k, v)
+    def put(self, key: str, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Leave ``(k, v)`` for ``key``."""
+        if not isinstance(key, str):
+            raise TypeError(f"key must be a str naming the layers that share, got {type(key).__name__}")
+        self._kv[key] = (k, v)
 
-    def get(self, group: str, batch: int, queries: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """The ``(k, v)`` of ``group``, checked against ``batch`` rows and ``queries`` new tokens."""
-        if group not in self._kv:
-            raise ValueError(f"no layer has stored keys and values for group {group!r} in this forward; "
-                             "a 'reuse' layer needs an earlier 'store' layer of the same group")
-        k, v = self._kv[group]
+    def get(self, key: str, batch: int, queries: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The ``(k, v)`` of ``key``, checked against ``batch`` rows and ``queries`` new tokens."""
+        if key not in self._kv:
+            raise ValueError(f"no layer has stored keys and values under {key!r} in this forward; "
+                             "a 'reuse' layer needs an earlier 'store' layer with the same share_key")
+        k, v = self._kv[key]
         if k.shape[0] != batch or k.shape[2] < queries:
-            raise ValueError(f"the keys stored for group {group!r} are {tuple(k.shape)}, which does "
+            raise ValueError(f"the keys stored under {key!r} are {tuple(k.shape)}, which does "
                              f"not cover a batch of {batch} with {queries} new tokens; the storing layer "
                              "saw another input")
         return k, v
@@ -88,26 +88,26 @@ class SharedKVAttention(MultiHeadAttention):
         values_from_keys: values are the (unnormed, unrotated) key projection; no ``v_proj``.
         share: the :class:`KVShare` of the model (needed with a ``role``).
         role: None (keys and values of its own), ``"store"`` or ``"reuse"``.
-        group: the name the storing and reusing layers of one kind share (Gemma 4: the layer
+        share_key: the name the storing and reusing layers of one kind share (Gemma 4: the layer
             type, ``"sliding_attention"`` or ``"full_attention"``).
     """
 
     def __init__(self, d_model: int, n_heads: int, *, value_norm_eps: float | None = None,
                  values_from_keys: bool = False, share: KVShare | None = None, role: str | None = None,
-                 group: str = "", **kwargs) -> None:
+                 share_key: str = "", **kwargs) -> None:
         check_flags(values_from_keys=values_from_keys)
         check_choice(role, "role", ROLES)
         if value_norm_eps is not None:
             check_positive(value_norm_eps, "value_norm_eps")
         if role is not None and not isinstance(share, KVShare):
             raise TypeError(f"role={role!r} needs share=, the model's KVShare; got {type(share).__name__}")
-        if not isinstance(group, str):
-            raise TypeError(f"group must be a str naming the layers that share, got {type(group).__name__}")
+        if not isinstance(share_key, str):
+            raise TypeError(f"share_key must be a str naming the layers that share, got {type(share_key).__name__}")
         if kwargs.get("alibi") or kwargs.get("qk_norm_scope", "head") != "head":
             raise ValueError("SharedKVAttention takes no alibi and only qk_norm_scope='head'")
         super().__init__(d_model, n_heads, **kwargs)
         self.value_norm_eps = None if value_norm_eps is None else float(value_norm_eps)
-        self.values_from_keys, self.role, self.group, self.share = values_from_keys, role, group, share
+        self.values_from_keys, self.role, self.share_key, self.share = values_from_keys, role, share_key, share
         if values_from_keys or role == "reuse":
             self.v_proj = None
         if role == "reuse":
@@ -151,7 +151,7 @@ class SharedKVAttention(MultiHeadAttention):
             q = self.q_norm(q)
         q = q.transpose(1, 2)  # (B, H, T, D)
         if self.role == "reuse":
-            k, v = self.share.get(self.group, B, T)
+            k, v = self.share.get(self.share_key, B, T)
             if positions is None:
                 positions = torch.arange(k.shape[2] - T, k.shape[2], device=x.device)
             q, _ = self._rotate(q, q, positions, k.shape[2])
@@ -164,7 +164,7 @@ class SharedKVAttention(MultiHeadAttention):
             if cache is not None:
                 k, v = cache.update(layer_idx, k, v)  # (B, G, S, D)
             if self.role == "store":
-                self.share.put(self.group, k, v)
+                self.share.put(self.share_key, k, v)
         S = k.shape[2]
         layout = self.layer_mask.simplify(S)
         is_causal = isinstance(layout, Causal)
@@ -184,4 +184,4 @@ class SharedKVAttention(MultiHeadAttention):
 
     def extra_repr(self) -> str:
         return (f"value_norm_eps={self.value_norm_eps}, values_from_keys={self.values_from_keys}, "
-                f"role={self.role!r}, group={self.group!r}")
+                f"role={self.role!r}, share_key={self.share_key!r}")

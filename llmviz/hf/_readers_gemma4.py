@@ -110,7 +110,7 @@ def _adapt(model: Any, c: Any) -> Any:
             attn = SharedKVAttention(
                 cfg.d_model, cfg.n_heads, n_kv_heads=G, head_dim=D, bias=cfg.attn_bias, rope=ropes[t, D],
                 qk_norm=cfg.qk_norm_spec, scale=1.0, layer_mask=cfg.mask_for(i), dropout=cfg.dropout,
-                value_norm_eps=eps, share=share if roles[i] else None, role=roles[i], group=t,
+                value_norm_eps=eps, share=share if roles[i] else None, role=roles[i], share_key=t,
                 values_from_keys=bool(attr(c, "attention_k_eq_v", False)) and t == "full_attention")
             old = model.layers[i]
             mlp, ffn_norm = old.mlp, old.ffn_norm

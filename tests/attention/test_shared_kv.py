@@ -36,7 +36,7 @@ def _pair(role=None, k_eq_v=False, window=None):
     ours = SharedKVAttention(C, H, n_kv_heads=G, head_dim=D, rope=RotaryEmbedding(D, base=100.0),
                              qk_norm=NormSpec("rms", 1e-6), scale=1.0, value_norm_eps=1e-6,
                              values_from_keys=k_eq_v and not window, share=share, role=role,
-                             group=kind, layer_mask=SlidingWindow(window) if window else None)
+                             share_key=kind, layer_mask=SlidingWindow(window) if window else None)
     ours.load_state_dict(hf.state_dict(), strict=True)
     return cfg, hf, ours, share
 
@@ -103,11 +103,11 @@ def test_bad_input():
     with pytest.raises(TypeError, match="head_rms takes a floating tensor"):
         head_rms(torch.ones(3, dtype=torch.long), 1e-6)
     share = KVShare()
-    reuse = SharedKVAttention(C, H, share=share, role="reuse", group="full")
-    with pytest.raises(ValueError, match="no layer has stored keys and values for group 'full'"):
+    reuse = SharedKVAttention(C, H, share=share, role="reuse", share_key="full")
+    with pytest.raises(ValueError, match="no layer has stored keys and values under 'full'"):
         reuse(torch.randn(1, 3, C))
     share.put("full", torch.randn(2, H, 3, C // H), torch.randn(2, H, 3, C // H))
     with pytest.raises(ValueError, match="does not cover a batch of 1"):
         reuse(torch.randn(1, 3, C))
-    with pytest.raises(TypeError, match="group must be a str"):
+    with pytest.raises(TypeError, match="key must be a str"):
         share.put(3, torch.ones(1), torch.ones(1))
