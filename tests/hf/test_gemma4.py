@@ -45,18 +45,18 @@ def test_what_the_model_is_built_of(make_hf):
     assert (c.placement, c.norm, c.ffn, c.activation, c.qk_norm, c.attn_scale, c.final_softcap) == (
         "sandwich", "rms", "geglu", "gelu_tanh", "rms", 1.0, 30.0)
     assert (c.head_dim, c.layer_windows, c.local_rope_base, c.rope_scaling.kind) == (
-        8, (5, 5, None, 5, 5, None), 100.0, "proportional")
+        4, (5, 5, None, 5, 5, None), 100.0, "proportional")
     ours = from_hf(hf)
     assert isinstance(ours.embed_tokens, PerLayerEmbedding) and ours.lm_head.weight is ours.embed_tokens.weight
     attn = [b.self_attn for b in ours.layers]
     assert all(isinstance(b, PerLayerInputBlock) for b in ours.layers)
     assert all(isinstance(a, SharedKVAttention) and a.value_norm_eps == 1e-6 for a in attn)
-    assert [a.head_dim for a in attn] == [8, 8, 16] * 2
+    assert [a.head_dim for a in attn] == [4, 4, 8] * 2
     assert [a.role for a in attn] == [None, None, "store", "store", "reuse", "reuse"]
     layer_scalars = torch.stack([b.layer_scalar for b in ours.layers])
     torch.testing.assert_close(layer_scalars, torch.stack([b.layer_scalar for b in hf.model.layers]))
-    a = anatomy(hf.config)  # the reusing layers cache nothing; the global ones cache 16-wide heads
-    assert [layer.kv_elements for layer in a.layers] == [32, 32, 64, 32, 0, 0]
+    a = anatomy(hf.config)  # the reusing layers cache nothing; the global ones cache 8-wide heads
+    assert [layer.kv_elements for layer in a.layers] == [16, 16, 32, 16, 0, 0]
 
 
 def test_moe_row_routes_with_its_scales(make_hf, ids, gen):
@@ -73,7 +73,9 @@ def test_k_eq_v_row_is_built_of_its_parts(make_hf):
     ours = from_hf(make_hf("gemma4_text-k_eq_v"))
     attn = [b.self_attn for b in ours.layers]
     assert [a.v_proj is None for a in attn] == [False, False, True, True, True, True]  # global, reusing
-    assert [a.n_kv_heads for a in attn] == [2, 2, 1, 2, 2, 1]
+    assert [a.n_kv_heads for a in attn] == [2] * 6
+    ours = from_hf(make_hf("gemma4_text-k_eq_v", num_global_key_value_heads=1))  # per_layer_config
+    assert [b.self_attn.n_kv_heads for b in ours.layers] == [2, 2, 1, 2, 2, 1]
     assert [b.mlp.up_proj.out_features for b in ours.layers] == [96] * 3 + [192] * 3
 
 
@@ -81,7 +83,8 @@ def test_k_eq_v_row_is_built_of_its_parts(make_hf):
     dict(hidden_size_per_layer_input=0, num_kv_shared_layers=0, tie_word_embeddings=False),
     dict(use_bidirectional_attention="vision"),  # bidirectional only over image tokens: none here
     dict(layer_types=["full_attention"] * 6, num_kv_shared_layers=1, attention_bias=True),
-], ids=["no-per-layer-inputs-untied", "vision-bidirectional", "all-global-biased"])
+    dict(attention_k_eq_v=True, num_global_key_value_heads=1),  # kv heads per layer: 2 sliding, 1 global
+], ids=["no-per-layer-inputs-untied", "vision-bidirectional", "all-global-biased", "global-kv-heads"])
 def test_more_configurations_load_exactly(make_hf, ids, gen, overrides):
     _same(make_hf("gemma4_text", **overrides), ids, gen)
 
