@@ -144,7 +144,10 @@ def read_architecture(c: Any) -> tuple[ModelConfig, _Arch, list[LayerAnatomy], i
                 rope, nope = False, True
         else:
             local = "chunked" if cfg.local_attention == "chunked" else "sliding"  # Llama 4's chunks
-            kind, kv, scores = (local if window is not None else "global"), 2 * G * D, H * 2 * D
+            a = block.self_attn  # its own heads (Gemma 4's global layers), no cache where it reuses keys
+            g, d = getattr(a, "n_kv_heads", G), getattr(a, "head_dim", D)
+            kind, scores = (local if window is not None else "global"), H * 2 * d
+            kv = 0 if getattr(a, "reuses_kv", False) else 2 * g * d
         position = "none" if kind in ("linear", "conv") else ("rope" if rope else ("nope" if nope else cfg.position))
         layers.append(LayerAnatomy(
             index=i, attention=kind, window=window, position=position,

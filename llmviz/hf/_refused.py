@@ -61,11 +61,6 @@ REFUSED: dict[str, str] = {
     "qwen3_5_moe": "a vision-language model; load its text part (Qwen3_5MoeForCausalLM, model_type "
                    "'qwen3_5_moe_text') instead",
     "llama4": "the multimodal Llama 4; its text model is model_type 'llama4_text'",
-    "gemma4_text": "a second, per-layer token embedding (vocab_size_per_layer_input, "
-                   "hidden_size_per_layer_input) gated into every layer, keys and values shared by "
-                   "the last num_kv_shared_layers layers, a weightless RMS norm on the values "
-                   "(v_norm) and per-layer head widths (per_layer_config: the global layers' "
-                   "head_dim differs from the sliding ones'); llmviz has none of these",
     "minimax": "lightning (linear) attention layers; llmviz's linear layers are Gated DeltaNet",
     "bailing_hybrid": "linear-attention layers with a forget gate (its delta attention), not llmviz's "
                       "Gated DeltaNet",

@@ -93,6 +93,9 @@ def plan_for(config: ModelConfig, family: str, target_keys: list[str],
         if not key.startswith("layers."):
             plan[key] = Source(layout.top.get(key, key))  # embed_tokens, norm (lm_head: the loader)
             continue
+        if key.count(".") == 2:  # a tensor held by the layer itself (Gemma 4's layer_scalar)
+            plan[key] = Source(key)
+            continue
         _, i, module, rest = key.split(".", 3)
         if module in inverse:
             plan[key] = Source(f"layers.{i}.{inverse[module]}.{rest}")

@@ -37,6 +37,14 @@ FAMILIES_MLA = dict(num_hidden_layers=3, num_key_value_heads=4, n_routed_experts
                                      "original_max_position_embeddings": 16,
                                      "mscale": 1.0, "mscale_all_dim": 1.0})
 
+_GEMMA4 = dict(num_hidden_layers=6, head_dim=4, global_head_dim=8, sliding_window=5,
+               layer_types=["sliding_attention", "sliding_attention", "full_attention"] * 2,
+               vocab_size_per_layer_input=V, hidden_size_per_layer_input=8, num_kv_shared_layers=2,
+               final_logit_softcapping=30.0,
+               rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+                                "full_attention": {"rope_type": "proportional", "rope_theta": 1e4,
+                                                   "partial_rotary_factor": 0.25}})
+
 #: name -> (config class, model class (None: the auto class's choice), config overrides)
 FAMILIES = {
     "llama": ("LlamaConfig", "LlamaForCausalLM",
@@ -209,6 +217,14 @@ FAMILIES = {
     "vaultgemma": ("VaultGemmaConfig", "VaultGemmaForCausalLM",
                    dict(head_dim=16, sliding_window=6, query_pre_attn_scalar=20,
                         attn_logit_softcapping=5.0, final_logit_softcapping=3.0)),
+    # Gemma 4: per-layer inputs, the last 2 layers reuse keys/values, global heads 8 wide (sliding: 4)
+    "gemma4_text": ("Gemma4TextConfig", "Gemma4ForCausalLM", dict(_GEMMA4)),
+    "gemma4_text-k_eq_v": ("Gemma4TextConfig", "Gemma4ForCausalLM",  # values = keys, 3 reuse (2x wide MLPs)
+                           dict(_GEMMA4, attention_k_eq_v=True,
+                                use_double_wide_mlp=True, num_kv_shared_layers=3)),
+    "gemma4_text-moe": ("Gemma4TextConfig", "Gemma4ForCausalLM",  # dense MLP + 4 experts (top 2) per layer
+                        dict(_GEMMA4, enable_moe_block=True, num_experts=4, top_k_experts=2,
+                             moe_intermediate_size=16)),
 }
 
 
@@ -242,7 +258,7 @@ def build(config_cls: str, model_cls: str, **overrides):
             if "norm" in name or "ln_" in name or name.endswith((".bias", "sinks", "_bias", ".alpha_p", ".alpha_n")):
                 p.add_(0.3 * torch.randn_like(p))
         for name, b in hf.named_buffers():
-            if name.endswith("e_score_correction_bias"):  # DeepSeek-V3's choice bias
+            if name.endswith(("e_score_correction_bias", "layer_scalar")):  # DeepSeek-V3's choice bias, Gemma 4's scalar
                 b.add_(0.3 * torch.randn_like(b))
     return hf
 
