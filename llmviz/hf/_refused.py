@@ -73,7 +73,8 @@ REFUSED: dict[str, str] = {
     "olmo": "LayerNorm with neither weight nor bias (and clip_qkv); every llmviz norm has a weight",
     "nemotron": "LayerNorm1P (LayerNorm scaling by 1 + weight); llmviz's LayerNorm scales by weight",
     "ministral3": "queries scaled by Llama 4's position-dependent attention temperature "
-                  "(llama_4_scaling_beta); llmviz has no such scale",
+                  "(llama_4_scaling_beta) in grouped-query attention; llmviz has that scale only in "
+                  "latent attention (mistral4's ScaledQueryLatentAttention)",
     "gptj": "the output head has a bias (lm_head.bias); llmviz's head has none",
     "codegen": "GPT-J's block with a biased output head (lm_head.bias); llmviz's head has none",
     "phi": "the output head has a bias (lm_head.bias); llmviz's head has none",
