@@ -2,7 +2,8 @@
 
 :data:`REFUSED` maps each one to what llmviz would lose or lacks; :func:`llmviz.hf.config_from_hf`
 raises ``NotImplementedError`` with that reason before reading a tensor. A test checks that every
-``model_type`` of transformers' causal-LM auto mapping is either loaded (``SUPPORTED``) or here.
+``model_type`` of transformers' causal-LM auto mapping, and of every other ``*ForCausalLM`` class it
+ships (Mistral Small 4's sits in the image-text mapping), is either loaded (``SUPPORTED``) or here.
 Reasons marked "no reader yet" name families whose modeling code has not been compared with
 llmviz's components: a loader refuses what it has not checked.
 """
@@ -72,7 +73,8 @@ REFUSED: dict[str, str] = {
     "olmo": "LayerNorm with neither weight nor bias (and clip_qkv); every llmviz norm has a weight",
     "nemotron": "LayerNorm1P (LayerNorm scaling by 1 + weight); llmviz's LayerNorm scales by weight",
     "ministral3": "queries scaled by Llama 4's position-dependent attention temperature "
-                  "(llama_4_scaling_beta); llmviz has no such scale",
+                  "(llama_4_scaling_beta) in grouped-query attention; llmviz has that scale only in "
+                  "latent attention (mistral4's ScaledQueryLatentAttention)",
     "gptj": "the output head has a bias (lm_head.bias); llmviz's head has none",
     "codegen": "GPT-J's block with a biased output head (lm_head.bias); llmviz's head has none",
     "phi": "the output head has a bias (lm_head.bias); llmviz's head has none",
@@ -86,6 +88,14 @@ REFUSED: dict[str, str] = {
     "minicpm3": "embeddings scaled by scale_emb and residual branches by scale_depth (muP); llmviz "
                 "has no residual scaling",
     "zaya": "learned residual scaling per channel (ZayaResidualScaling); llmviz adds residuals",
+    # causal-LM classes transformers keeps outside its causal-LM auto mapping (parts of multimodal models)
+    "clvp_decoder": "CLVP's speech decoder (speech tokens conditioned on text and voice embeddings), one part "
+                    "of a text-to-speech model; llmviz loads text decoders",
+    "csm_depth_decoder_model": "the depth decoder of the CSM speech model (audio codebooks from the backbone's "
+                               "hidden state); llmviz loads text decoders",
+    **dict.fromkeys(("kosmos_2_text_model", "kosmos_2_5_text_model"),
+                    "Kosmos-2's text decoder (the language half of a vision-language model): sinusoidal "
+                    "positions and a LayerNorm inside the feed-forward (ffn_layernorm); llmviz has neither"),
     **{t: _UNREAD.format(why) for t, why in {
         "afmoe": "sigmoid-gated attention, route_scale and optional muP", "axk1": "MLA with its own "
         "dense/sparse layer rule", "aria_text": "Aria's experts", "beam": "biased attention gates and "

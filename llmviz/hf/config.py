@@ -15,7 +15,7 @@ components joined the library with them: HunYuan's QK-norm after RoPE, Apertus's
 and ``_readers_conv`` (LFM2: gated short convolutions beside attention) and ``_readers_llama4``
 (Llama 4's text model), ``_readers_dsa`` (DeepSeek-V3.2's sparse attention), ``_readers_kimi``
 (Kimi Linear: Kimi delta attention beside latent attention) and ``_readers_gemma4`` (Gemma 4's
-text model). :data:`SUPPORTED` is their union and the
+text model) and ``_readers_mistral4`` (Mistral Small 4). :data:`SUPPORTED` is their union and the
 one list of loaded families (docstrings, anatomy and the tests read it); :data:`REFUSED`
 (``_refused``) gives the reason for every other causal-LM ``model_type`` transformers ships.
 A reader's ``@stores(...)`` declaration (:mod:`._layout`) says how its checkpoints name their
@@ -39,6 +39,7 @@ from ._readers_llama4 import READERS_LLAMA4
 from ._readers_dsa import READERS_DSA
 from ._readers_kimi import READERS_KIMI
 from ._readers_gemma4 import READERS_GEMMA4
+from ._readers_mistral4 import READERS_MISTRAL4
 from ._refused import REFUSED
 
 __all__ = ["REFUSED", "SUPPORTED", "config_from_hf", "family_of"]
@@ -80,4 +81,5 @@ def config_from_hf(hf_config: Any, **overrides: Any) -> ModelConfig:
 SUPPORTED: dict[str, Callable[[Any], dict[str, Any]]] = {**READERS, **READERS_DENSE, **READERS_2025, **READERS_MOE,
                                                           **READERS_2026, **READERS_CLASSIC, **READERS_CONV,
                                                           **READERS_LLAMA4, **READERS_DSA,
-                                                          **READERS_KIMI, **READERS_GEMMA4}
+                                                          **READERS_KIMI, **READERS_GEMMA4,
+                                                          **READERS_MISTRAL4}

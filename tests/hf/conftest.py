@@ -195,6 +195,17 @@ FAMILIES = {
                                qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=8, linear_num_heads=2,
                                linear_head_dim=16, linear_conv_kernel_dim=3, mlp_layer_types=["dense"] * 3,
                                layer_types=["linear_attention", "full_attention", "linear_attention"])),
+    # Mistral Small 4: DeepSeek-V3 with a softmax group router and queries scaled by position: the
+    # scale steps at positions 8 and 16 (beta 0.5), inside the 24-token test sequence
+    "mistral4": ("Mistral4Config", "Mistral4ForCausalLM",
+                 dict(FAMILIES_MLA, norm_topk_prob=True,
+                      rope_parameters=dict(FAMILIES_MLA["rope_parameters"], original_max_position_embeddings=8,
+                                           llama_4_scaling_beta=0.5, partial_rotary_factor=0.5))),
+    "mistral4-plain": ("Mistral4Config", "Mistral4ForCausalLM",  # q_proj, rotate-half, one group, raw weights
+                       dict(FAMILIES_MLA, q_lora_rank=None, rope_interleave=False, n_group=1, topk_group=1,
+                            norm_topk_prob=False, num_hidden_layers=2, first_k_dense_replace=0,
+                            rope_parameters=dict(FAMILIES_MLA["rope_parameters"], llama_4_scaling_beta=0.0,
+                                                 partial_rotary_factor=0.5))),
     "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM",  # serial blocks
                  dict(use_parallel_residual=False, num_key_value_heads=None,
                       rope_parameters={"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.25})),
