@@ -12,6 +12,8 @@ from llmviz.model import generate
 from llmviz.model.per_layer_inputs import PerLayerEmbedding, PerLayerInputBlock
 from llmviz.moe.dense_and_experts import DenseAndExperts
 
+from ._padding import check_padding_and_cache
+
 transformers = pytest.importorskip("transformers")
 
 
@@ -108,18 +110,10 @@ def test_refused_configurations_name_the_part(make_hf):
 def test_padding_cache_and_weights(make_hf, gen):
     hf = make_hf("gemma4_text")
     ours = from_hf(hf)
-    x = torch.randint(3, 100, (2, 12), generator=gen)
-    mask = torch.ones(2, 12, dtype=torch.long)
-    mask[1, 9:] = 0  # right padding
+    # the cached pass within float32 rounding: see the float64 test
+    x, cache = check_padding_and_cache(hf, ours, gen, atol=5e-5, cache_atol=2e-5)
     with torch.no_grad():
-        ref, got = hf(x, attention_mask=mask).logits, ours(x, attention_mask=mask).logits
-        torch.testing.assert_close(got[0], ref[0], atol=5e-5, rtol=0)
-        torch.testing.assert_close(got[1, :9], ref[1, :9], atol=5e-5, rtol=0)
-        cache = ours.new_cache()
-        steps = [ours(x[:, :4], cache=cache).logits]
-        steps += [ours(x[:, t:t + 1], cache=cache).logits for t in range(4, 12)]
         out = ours(x, return_weights=True)
-    torch.testing.assert_close(torch.cat(steps, 1), out.logits, atol=2e-5, rtol=0)  # float32 rounding: see the float64 test
     assert len(cache) == 4  # the two reusing layers keep no keys of their own
     assert [tuple(w.shape) for w in out.weights] == [(2, 4, 12, 12)] * 6
 

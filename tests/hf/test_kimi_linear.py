@@ -11,6 +11,8 @@ from llmviz.attention.latent import MultiHeadLatentAttention
 from llmviz.attention.latent_nope import NoRotation
 from llmviz.hf import REFUSED, SUPPORTED, anatomy, config_from_hf, from_hf
 
+from ._padding import check_padding_and_cache
+
 transformers = pytest.importorskip("transformers")
 
 
@@ -32,17 +34,7 @@ def test_kda_and_unrotated_latent_layers_are_installed(make_hf):
 def test_padding_and_cached_decoding(make_hf, gen):
     hf = make_hf("kimi_linear")
     ours = from_hf(hf)
-    x = torch.randint(3, 100, (2, 12), generator=gen)
-    keep = torch.ones(2, 12, dtype=torch.long)
-    keep[1, 9:] = 0  # right padding
-    with torch.no_grad():
-        ref, got = hf(x, attention_mask=keep).logits, ours(x, attention_mask=keep).logits
-        torch.testing.assert_close(got[0], ref[0], atol=1e-5, rtol=0)
-        torch.testing.assert_close(got[1, :9], ref[1, :9], atol=1e-5, rtol=0)
-        cache = ours.new_cache()
-        steps = [ours(x[:, :4], cache=cache).logits]
-        steps += [ours(x[:, t:t + 1], cache=cache).logits for t in range(4, 12)]
-    torch.testing.assert_close(torch.cat(steps, 1), ours(x).logits, atol=1e-5, rtol=0)
+    check_padding_and_cache(hf, ours, gen)
 
 
 def test_default_config_counts_as_transformers_builds_it():

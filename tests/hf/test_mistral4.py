@@ -12,6 +12,7 @@ from llmviz.attention.scaled_latent import ScaledQueryLatentAttention
 from llmviz.hf import REFUSED, SUPPORTED, anatomy, config_from_hf, from_hf
 
 from .conftest import FAMILIES
+from ._padding import check_padding_and_cache
 
 transformers = pytest.importorskip("transformers")
 
@@ -72,14 +73,5 @@ def test_what_the_mistral4_reader_refuses(make_hf):
 def test_padding_and_cached_decoding_across_the_scale_steps(make_hf, gen):
     hf = make_hf("mistral4")
     ours = from_hf(hf)
-    x = torch.randint(3, 100, (2, 20), generator=gen)
-    mask = torch.ones(2, 20, dtype=torch.long)
-    mask[1, 13:] = 0  # right padding
-    with torch.no_grad():
-        ref, got = hf(x, attention_mask=mask).logits, ours(x, attention_mask=mask).logits
-        torch.testing.assert_close(got[0], ref[0], atol=1e-5, rtol=0)
-        torch.testing.assert_close(got[1, :13], ref[1, :13], atol=1e-5, rtol=0)
-        cache = ours.new_cache()  # the prompt ends before the first step (8); decoding crosses 8 and 16
-        steps = [ours(x[:, :5], cache=cache).logits]
-        steps += [ours(x[:, t:t + 1], cache=cache).logits for t in range(5, 20)]
-    torch.testing.assert_close(torch.cat(steps, 1), ours(x).logits, atol=1e-5, rtol=0)
+    # the prompt ends before the first step of the scale (8); decoding crosses 8 and 16
+    check_padding_and_cache(hf, ours, gen, length=20, real=13, prompt=5)

@@ -12,6 +12,7 @@ from llmviz.hf import config_from_hf, from_hf
 from llmviz.model import generate
 
 from .conftest import FAMILIES
+from ._padding import check_padding_and_cache
 
 transformers = pytest.importorskip("transformers")
 
@@ -105,17 +106,7 @@ def test_legacy_rope_theta_and_rope_scaling_are_read(make_hf, ids):
 def test_padding_mask_and_kv_cache_match(make_hf, gen):
     hf = make_hf("gemma2")
     ours = from_hf(hf)
-    x = torch.randint(3, 100, (2, 12), generator=gen)
-    mask = torch.ones(2, 12, dtype=torch.long)
-    mask[1, 9:] = 0  # right padding
-    with torch.no_grad():
-        ref, got = hf(x, attention_mask=mask).logits, ours(x, attention_mask=mask).logits
-        torch.testing.assert_close(got[0], ref[0], atol=1e-5, rtol=0)
-        torch.testing.assert_close(got[1, :9], ref[1, :9], atol=1e-5, rtol=0)
-        cache = ours.new_cache()
-        steps = [ours(x[:, :4], cache=cache).logits]
-        steps += [ours(x[:, t:t + 1], cache=cache).logits for t in range(4, 12)]
-    torch.testing.assert_close(torch.cat(steps, 1), ours(x).logits, atol=1e-5, rtol=0)
+    check_padding_and_cache(hf, ours, gen)
 
 
 def test_state_dict_and_config_load_like_the_model(make_hf, ids):
