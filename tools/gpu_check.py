@@ -21,6 +21,11 @@ Usage (from the repository root; a GPU session has little device time, so split 
     python tools/gpu_check.py --sizes full --chapters 06 09 --out gpu_report --resume
     python tools/gpu_check.py --only tests bench --out gpu_report --resume
     python tools/gpu_check.py --deadline 500 ...   # start no chapter after 500 s
+    python tools/gpu_check.py --jobs 6 --stop 540 ...  # six chapters at once; stop all at 540 s
+
+With ``--jobs N`` each chapter and size runs in its own process, N at a time, sharing the GPU;
+its seconds then include that sharing (the report says how many ran at once). ``--stop`` ends
+every chapter still running at that many seconds and reports it as not finished.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -65,8 +71,8 @@ PEAK_CELL = textwrap.dedent(f"""\
 TRAINS = re.compile(r"\btrain\(|\brun_seeds\(|\brun_grid\(|\.backward\(|\.run\(")
 
 
-def chapters(root: Path = ROOT) -> list[Path]:
-    return sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+def chapters(root: Path = ROOT, folder: Path | None = None) -> list[Path]:
+    return sorted((folder or root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 
 def kernel_env(size: str, root: Path = ROOT) -> dict[str, str]:
@@ -144,15 +150,16 @@ def run_chapter(path: Path, size: str, *, limit: float, colab: bool, gpu: bool, 
     return row
 
 
-def report(rows: list[dict], device: str) -> str:
-    lines = [f"Chapters run as on Colab on {device}.", "",
+def report(rows: list[dict], device: str, jobs: int = 1) -> str:
+    shared = "" if jobs == 1 else f" ({jobs} chapters at a time, so each one's seconds include the sharing)"
+    lines = [f"Chapters run as on Colab on {device}{shared}.", "",
              "| chapter | size | seconds | peak GPU MiB | trains | result |",
              "|---|---|---|---|---|---|"]
     for r in rows:
         peak = "-" if r.get("peak_bytes") is None else f"{r['peak_bytes'] / 2**20:.0f}"
         result = "pass" if r["ok"] else f"FAIL: {r['error']}"
         lines.append(f"| {r['chapter']} | {r['size']} | {r.get('seconds', '-')} | {peak} | "
-                     f"{'yes' if r['trains'] else 'no'} | {result} |")
+                     f"{r['trains'] if r['trains'] == '-' else 'yes' if r['trains'] else 'no'} | {result} |")
     passed = sum(r["ok"] for r in rows)
     lines += ["", f"{passed} of {len(rows)} passed."]
     return "\n".join(lines)
@@ -172,6 +179,72 @@ def _run_logged(cmd: list[str], log: Path, timeout: float) -> dict:
             "last_line": tail}
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (read from /proc; a Jupyter kernel starts its own session)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
+
+
+def _run_parallel(pairs: list[tuple[Path, str]], args, began: float) -> list[dict]:
+    """Run each (chapter, size) in its own ``gpu_check.py`` process, ``args.jobs`` at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(pair: tuple[Path, str]) -> dict:
+        path, size = pair
+        if args.deadline is not None and time.perf_counter() - began > args.deadline:
+            return {}
+        out = args.out / "jobs" / f"{path.stem}.{size}"
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--only", "chapters", "--sizes", size,
+               "--chapters", path.stem, "--limit", str(args.limit), "--out", str(out),
+               "--notebooks", str(path.parent)]
+        if args.no_colab:
+            cmd.append("--no-colab")
+        left = None if args.stop is None else max(1.0, args.stop - (time.perf_counter() - began))
+        start = time.perf_counter()
+        with (args.out / "jobs" / f"{path.stem}.{size}.log").open("w") as log:
+            proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+            try:
+                proc.wait(timeout=left)
+            except subprocess.TimeoutExpired:
+                for pid in [proc.pid, *_descendants(proc.pid)]:  # the kernel (own session) too
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                proc.wait()
+        rows = [json.loads(x) for x in (out / "chapters.jsonl").read_text().splitlines()] \
+            if (out / "chapters.jsonl").exists() else []
+        if rows:
+            return rows[0]
+        waited = round(time.perf_counter() - start, 1)
+        return {"chapter": path.stem, "size": size, "trains": "-", "ok": False, "seconds": waited,
+                "peak_bytes": None, "error": f"not finished: stopped after {waited} s at the run's end"}
+
+    (args.out / "jobs").mkdir(parents=True, exist_ok=True)
+    rows = []
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for row in pool.map(one, pairs):
+            if row:
+                rows.append(row)
+                with (args.out / "chapters.jsonl").open("a") as f:
+                    f.write(json.dumps(row) + "\n")
+                print(f"{row['chapter']:34s} {row['size']:5s} {row.get('seconds', '-'):>7} s "
+                      f"{'pass' if row['ok'] else 'FAIL ' + str(row['error'])}", flush=True)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", nargs="+", default=["cpu", "full"], choices=["cpu", "full"])
@@ -183,6 +256,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-colab", action="store_true", help="leave myst_nb & co. importable")
     ap.add_argument("--resume", action="store_true", help="skip chapter/size pairs already in the output")
     ap.add_argument("--out", type=Path, default=ROOT / "gpu_report")
+    ap.add_argument("--notebooks", type=Path, default=None, help=argparse.SUPPRESS)  # tests: another folder
+    ap.add_argument("--jobs", type=int, default=1, help="chapters run at once, each in its own process")
+    ap.add_argument("--stop", type=float, default=None, help="end every chapter still running at this many seconds")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     began = time.perf_counter()
@@ -194,10 +270,16 @@ def main(argv: list[str] | None = None) -> int:
     jsonl = args.out / "chapters.jsonl"
     rows = [json.loads(x) for x in jsonl.read_text().splitlines()] if args.resume and jsonl.exists() else []
     done = {(r["chapter"], r["size"]) for r in rows}
-    wanted = chapters()
+    wanted = chapters(folder=args.notebooks)
     if args.chapters:
-        wanted = [p for p in wanted if any(p.stem == c or p.stem[:2] == c.zfill(2) for c in args.chapters)]
-    if "chapters" in args.only:
+        # in the order asked (with --jobs, put the longest first)
+        wanted = [p for c in args.chapters for p in wanted if p.stem == c or p.stem[:2] == c.zfill(2)]
+    if args.jobs < 1:
+        raise ValueError(f"--jobs must be at least 1, got {args.jobs}")
+    if "chapters" in args.only and args.jobs > 1:
+        pairs = [(p, size) for p in wanted for size in args.sizes if (p.stem, size) not in done]
+        rows += _run_parallel(pairs, args, began)
+    elif "chapters" in args.only:
         for size in args.sizes:
             for path in wanted:
                 if (path.stem, size) in done or late():
@@ -220,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     if "bench" in args.only and not late():
         extra.append(_run_logged([sys.executable, "-m", "benchmarks.bench_seeds"],
                                  args.out / "bench_seeds.log", 600))
-    text = report(rows, device)
+    text = report(rows, device, args.jobs)
     if extra:
         text += "\n\n| command | rc | seconds | last line |\n|---|---|---|---|\n" + "\n".join(
             f"| `{e['cmd']}` | {e['rc']} | {e['seconds']} | {e['last_line']} |" for e in extra)

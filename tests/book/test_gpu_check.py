@@ -37,3 +37,24 @@ def test_a_chapter_that_trains_on_the_cpu_fails_on_a_gpu_machine_and_a_blocked_i
     assert "| 98_cpu | cpu |" in table and "FAIL: trains, yet allocated nothing" in table
     assert table.endswith("0 of 2 passed.")
 
+
+
+def test_jobs_run_chapters_side_by_side_and_stop_ends_the_unfinished_one(tmp_path):
+    folder = tmp_path / "nbs"
+    folder.mkdir()
+    _notebook(folder / "01_quick.ipynb", "x = 1")
+    _notebook(folder / "02_slow.ipynb", "import time\ntime.sleep(120)")
+    out = tmp_path / "out"
+    code = gpu_check.main(["--only", "chapters", "--sizes", "cpu", "--jobs", "2", "--stop", "25",
+                           "--notebooks", str(folder), "--out", str(out)])
+    assert code == 1  # one chapter did not finish
+    rows = {r["chapter"]: r for r in map(__import__("json").loads,
+                                          (out / "chapters.jsonl").read_text().splitlines())}
+    assert rows["01_quick"]["ok"] and rows["01_quick"]["size"] == "cpu"
+    slow = rows["02_slow"]
+    assert not slow["ok"] and slow["error"].startswith("not finished: stopped after")
+    assert 15 < slow["seconds"] < 60  # stopped near --stop, not after the cell's 120 s
+    report = (out / "report.md").read_text()
+    assert "2 chapters at a time" in report and report.rstrip().endswith("1 of 2 passed.")
+    with __import__("pytest").raises(ValueError, match="--jobs must be at least 1, got 0"):
+        gpu_check.main(["--only", "chapters", "--jobs", "0", "--notebooks", str(folder), "--out", str(out)])
