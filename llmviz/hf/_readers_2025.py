@@ -130,6 +130,12 @@ def sigmoid_experts(c: Any, f: dict, sparse: tuple[int, ...]) -> dict:
     return f
 
 
+#: gpt-oss's GLU slope where the config does not state it: transformers releases before the
+#: config carried ``swiglu_alpha`` (5.17, for one) hard-code 1.702 in ``GptOssExperts``, the
+#: value the released checkpoints were trained with; later releases read it from the config.
+GPT_OSS_ALPHA_UNSTATED = 1.702
+
+
 def gpt_oss(c: Any) -> dict[str, Any]:
     """Biased attention with learned sinks, sliding and full layers alternating (layer_types),
     YaRN; every feed-forward a mixture whose router has a bias and whose experts are biased,
@@ -137,7 +143,8 @@ def gpt_oss(c: Any) -> dict[str, Any]:
     f = decoder(c)
     f.update(attn_sinks=True, n_experts=c.num_local_experts, experts_top_k=c.num_experts_per_tok,
              expert_d_ff=c.intermediate_size, moe_normalize=True, router_bias=True,
-             expert_bias=True, expert_glu="clamped", expert_glu_alpha=float(c.swiglu_alpha),
+             expert_bias=True, expert_glu="clamped",
+             expert_glu_alpha=float(attr(c, "swiglu_alpha", GPT_OSS_ALPHA_UNSTATED)),
              expert_glu_limit=float(c.swiglu_limit), activation=None,
              router_aux_loss_coef=float(attr(c, "router_aux_loss_coef", 0.0)))
     return f

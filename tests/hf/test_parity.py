@@ -278,3 +278,26 @@ def test_bridge_family_features_are_represented(make_hf):
     assert config_from_hf(make_hf("gpt_bigcode-mha").config).n_kv_heads == 4
     c = config_from_hf(make_hf("gpt_neo").config)  # unscaled scores, a local layer of 7 keys
     assert (c.layer_windows, c.query_pre_attn_scalar, c.attn_bias, c.o_bias) == ((None, 7), 1.0, False, True)
+
+
+def test_gpt_oss_config_without_swiglu_alpha_reads_the_hard_coded_slope(make_hf):
+    # transformers 5.17's GptOssConfig has no swiglu_alpha (its experts hard-code 1.702); the
+    # reader must take that slope, and the config's own value whenever it states one
+    from llmviz.hf._readers_2025 import GPT_OSS_ALPHA_UNSTATED
+
+    hc = make_hf("gpt_oss").config
+    hc.swiglu_alpha = 2.5
+    assert config_from_hf(hc).expert_glu_alpha == 2.5
+
+    class OlderConfig:  # the same config, seen as a release without the field sees it
+        def __init__(self, inner):
+            self._inner = inner
+
+        def __getattr__(self, name):
+            if name == "swiglu_alpha":
+                raise AttributeError(name)
+            return getattr(self._inner, name)
+
+    old = OlderConfig(make_hf("gpt_oss").config)
+    assert not hasattr(old, "swiglu_alpha")
+    assert config_from_hf(old).expert_glu_alpha == GPT_OSS_ALPHA_UNSTATED == 1.702
