@@ -130,10 +130,12 @@ def sigmoid_experts(c: Any, f: dict, sparse: tuple[int, ...]) -> dict:
     return f
 
 
-#: gpt-oss's GLU slope where the config does not state it: transformers releases before the
-#: config carried ``swiglu_alpha`` (5.17, for one) hard-code 1.702 in ``GptOssExperts``, the
-#: value the released checkpoints were trained with; later releases read it from the config.
+#: gpt-oss's GLU slope and clamp where the config does not state them: transformers releases
+#: whose config lacks ``swiglu_alpha`` / ``swiglu_limit`` (5.17, for one) hard-code 1.702 and
+#: 7.0 in ``GptOssExperts``, the values of the released checkpoints (their config.json states
+#: ``swiglu_limit: 7.0``); later releases read both from the config.
 GPT_OSS_ALPHA_UNSTATED = 1.702
+GPT_OSS_LIMIT_UNSTATED = 7.0
 
 
 def gpt_oss(c: Any) -> dict[str, Any]:
@@ -145,7 +147,7 @@ def gpt_oss(c: Any) -> dict[str, Any]:
              expert_d_ff=c.intermediate_size, moe_normalize=True, router_bias=True,
              expert_bias=True, expert_glu="clamped",
              expert_glu_alpha=float(attr(c, "swiglu_alpha", GPT_OSS_ALPHA_UNSTATED)),
-             expert_glu_limit=float(c.swiglu_limit), activation=None,
+             expert_glu_limit=float(attr(c, "swiglu_limit", GPT_OSS_LIMIT_UNSTATED)), activation=None,
              router_aux_loss_coef=float(attr(c, "router_aux_loss_coef", 0.0)))
     return f
 

@@ -280,24 +280,26 @@ def test_bridge_family_features_are_represented(make_hf):
     assert (c.layer_windows, c.query_pre_attn_scalar, c.attn_bias, c.o_bias) == ((None, 7), 1.0, False, True)
 
 
-def test_gpt_oss_config_without_swiglu_alpha_reads_the_hard_coded_slope(make_hf):
-    # transformers 5.17's GptOssConfig has no swiglu_alpha (its experts hard-code 1.702); the
-    # reader must take that slope, and the config's own value whenever it states one
-    from llmviz.hf._readers_2025 import GPT_OSS_ALPHA_UNSTATED
+def test_gpt_oss_config_without_swiglu_fields_reads_the_hard_coded_values(make_hf):
+    # transformers 5.17's GptOssConfig has no swiglu_alpha / swiglu_limit (its experts hard-code
+    # 1.702 and 7.0); the reader must take those, and the config's own values whenever stated
+    from llmviz.hf._readers_2025 import GPT_OSS_ALPHA_UNSTATED, GPT_OSS_LIMIT_UNSTATED
 
     hc = make_hf("gpt_oss").config
-    hc.swiglu_alpha = 2.5
-    assert config_from_hf(hc).expert_glu_alpha == 2.5
+    hc.swiglu_alpha, hc.swiglu_limit = 2.5, 3.0
+    assert (config_from_hf(hc).expert_glu_alpha, config_from_hf(hc).expert_glu_limit) == (2.5, 3.0)
 
     class OlderConfig:  # the same config, seen as a release without the field sees it
         def __init__(self, inner):
             self._inner = inner
 
         def __getattr__(self, name):
-            if name == "swiglu_alpha":
+            if name in ("swiglu_alpha", "swiglu_limit"):
                 raise AttributeError(name)
             return getattr(self._inner, name)
 
     old = OlderConfig(make_hf("gpt_oss").config)
-    assert not hasattr(old, "swiglu_alpha")
-    assert config_from_hf(old).expert_glu_alpha == GPT_OSS_ALPHA_UNSTATED == 1.702
+    assert not hasattr(old, "swiglu_alpha") and not hasattr(old, "swiglu_limit")
+    read = config_from_hf(old)
+    assert (read.expert_glu_alpha, read.expert_glu_limit) == (GPT_OSS_ALPHA_UNSTATED, GPT_OSS_LIMIT_UNSTATED)
+    assert (GPT_OSS_ALPHA_UNSTATED, GPT_OSS_LIMIT_UNSTATED) == (1.702, 7.0)
