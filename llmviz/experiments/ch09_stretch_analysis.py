@@ -8,10 +8,10 @@ from typing import Any
 
 import torch
 
-from ..evidence import Claim, beats_baseline, paired_ratio
-from .ch09_analysis import ppl, reference
+from ..evidence import Claim, beats_baseline, paired_ratio, positive_control
+from .ch09_analysis import ppl, reach, reference
 
-__all__ = ["lowest", "stretch_claims", "sliding_baseline_claims"]
+__all__ = ["lowest", "stretch_claims", "sliding_baseline_claims", "gains_near_t"]
 
 
 def lowest(per_seed: dict[str, torch.Tensor]) -> tuple[str, str, Any]:
@@ -77,15 +77,34 @@ def stretch_claims(runs, size: Any, bigram: float, ft_last: int) -> dict[str, Cl
     }
 
 
+def gains_near_t(race, seq_len: int, v: str = "RoPE"):
+    """Positive control for "beats reading the last T tokens": a model can gain from context
+    past T only if it still gains from context close to T. Within T (``seq_len``), the loss of
+    ``v`` by position in the race run ``race`` (mean of the seeds) must keep falling past T/2:
+    :func:`reach`, the first bin within 0.03 nats of the lowest, must lie beyond T/2. Where the
+    loss stops falling earlier, no scaling or fine-tune can be expected to beat the model's own
+    T-token window, and a loss to that window says nothing about the scaling."""
+    if seq_len < 2:
+        raise ValueError(f"seq_len must be the training length T (>= 2), got {seq_len!r}")
+    used = reach(race, v, seq_len)
+    return positive_control(f"the {v} model still gains from context in the second half of T "
+                            "(loss within T still falling past T/2)", used > seq_len // 2,
+                            f"its loss stops falling after {used} of {seq_len} tokens")
+
+
 def sliding_baseline_claims(runs, race, size: Any, bigram: float,
-                            ft_last: int) -> dict[str, Claim]:
+                            ft_last: int, *, control=None) -> dict[str, Claim]:
     """Against doing nothing: for each variant of the stretch run ``runs``, its perplexity at 8T
     (after the last fine-tune step where it was fine-tuned, zero-shot otherwise) against the
     same plain RoPE model reading each target with exactly the T tokens before it (the race
     run ``race``'s ``sliding``, same seeds, same weights, same targets). Extension is worth
-    something only where it beats reading the last T tokens."""
+    something only where it beats reading the last T tokens. ``control``: an extra
+    :class:`~llmviz.evidence.Check` every box carries (e.g. :func:`gains_near_t`), so that a box
+    whose set-up cannot show a gain past T says "cannot decide" instead of "does not hold"."""
     checks = [beats_baseline(ppl(runs, "RoPE", "1x").tolist(), bigram,
                              name="the RoPE model beats the byte bigram at T (1x tail)")]
+    if control is not None:
+        checks.append(control)
     if list(runs.seeds) != list(race.seeds):
         raise ValueError(f"the stretch and race runs must have the same seeds to be paired, got "
                          f"{list(runs.seeds)} and {list(race.seeds)}")

@@ -237,6 +237,30 @@ def test_sliding_baseline_claims_pair_each_scaling_with_plain_rope_reading_t():
         sliding_baseline_claims(Runs({0: out[0], 1: out[1]}), race, "record", 9.87, 160)
 
 
+def test_sliding_baseline_boxes_cannot_decide_where_the_model_stops_gaining_before_t():
+    from llmviz.experiments.ch09_stretch_analysis import gains_near_t, sliding_baseline_claims
+    out = {}
+    for seed in range(3):
+        j = 1 + 0.01 * (seed - 1)
+        out[seed] = {v: {"nll": {f"{k}x": math.log(p * j) for k in ch09.FACTORS}}
+                     for v, p in (("RoPE", 50), ("YaRN", 13))}
+        out[seed]["RoPE"]["nll"]["1x"] = math.log(3.7 * j)
+    # loss within T stops falling after 24 of 64 tokens: no gain past T to detect
+    early = _with_positions(_runs(TRAINED), {v: 2 for v in TRAINED})
+    control = gains_near_t(early, 64)
+    assert not control.passed and "after 24 of 64" in control.detail
+    claims = sliding_baseline_claims(Runs(out), early, "record", 9.87, 160, control=control)
+    assert {c.verdict for c in claims.values()} == {CANNOT_DECIDE}
+    # still falling in the last eighth of T: the control passes and the boxes decide (both lose)
+    late = _with_positions(_runs(TRAINED), {v: 7 for v in TRAINED})
+    assert gains_near_t(late, 64).passed
+    claims = sliding_baseline_claims(Runs(out), late, "record", 9.87, 160,
+                                     control=gains_near_t(late, 64))
+    assert {c.verdict for c in claims.values()} == {FAILS}
+    with pytest.raises(ValueError, match="training length"):
+        gains_near_t(late, 1)
+
+
 def test_lowest_names_a_winner_only_where_the_paired_interval_resolves():
     import torch
     a = torch.tensor([4.0, 4.4, 3.9])
