@@ -51,6 +51,8 @@ def deepseek_v32(c: Any) -> dict[str, Any]:
     """DeepSeek-V3.2 (module docstring). Multi-token-prediction layers are skipped, as in
     DeepSeek-V3."""
     types = list(attr(c, "layer_types", None) or ["indexed_attention"] * c.num_hidden_layers)
+    # transformers 5.17 names the same layer 'deepseek_sparse_attention'
+    types = ["indexed_attention" if t == "deepseek_sparse_attention" else t for t in types]
     if len(types) != c.num_hidden_layers or set(types) != {"indexed_attention"}:
         raise ValueError(f"deepseek_v32: layer_types={types!r}; every one of the {c.num_hidden_layers} "
                          "layers is 'indexed_attention' (each has an indexer)")

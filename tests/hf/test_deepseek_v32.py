@@ -66,6 +66,11 @@ def test_the_reader_reads_and_refuses_by_name(make_hf):
         object.__setattr__(config, field, value)  # past the strict dataclass: a config edited by hand
         with pytest.raises(ValueError, match=match):
             config_from_hf(config)
+    # transformers 5.17 calls the same layer 'deepseek_sparse_attention' (its logits and greedy
+    # tokens match under that release too); the reader takes either name
+    config = make_hf("deepseek_v32").config
+    object.__setattr__(config, "layer_types", ["deepseek_sparse_attention"] * 3)
+    assert config_from_hf(config) == c
     assert "deepseek_v32" in SUPPORTED and "deepseek_v32" not in REFUSED
     for other in ("glm_moe_dsa", "axk2", "dots3_note", "dots3_note_text", "minimax_m3_vl_text", "hy_v4"):
         assert "has not been compared" in REFUSED[other]
