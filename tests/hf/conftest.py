@@ -58,7 +58,8 @@ FAMILIES = {
     "gemma": ("GemmaConfig", "GemmaForCausalLM", dict(head_dim=16)),
     "gemma2": ("Gemma2Config", "Gemma2ForCausalLM",
                dict(head_dim=16, sliding_window=6, query_pre_attn_scalar=20,
-                    attn_logit_softcapping=5.0, final_logit_softcapping=3.0)),
+                    attn_logit_softcapping=5.0, final_logit_softcapping=3.0,
+                    attn_implementation="eager")),  # the reference: SDPA has no soft-cap
     "gemma3_text": ("Gemma3TextConfig", "Gemma3ForCausalLM",
                     dict(head_dim=16, num_hidden_layers=6, sliding_window=5, query_pre_attn_scalar=20,
                          rope_parameters={
@@ -227,7 +228,8 @@ FAMILIES = {
     "gpt_neo": ("GPTNeoConfig", "GPTNeoForCausalLM", {}),  # a global layer, then a local one
     "vaultgemma": ("VaultGemmaConfig", "VaultGemmaForCausalLM",
                    dict(head_dim=16, sliding_window=6, query_pre_attn_scalar=20,
-                        attn_logit_softcapping=5.0, final_logit_softcapping=3.0)),
+                        attn_logit_softcapping=5.0, final_logit_softcapping=3.0,
+                        attn_implementation="eager")),  # as gemma2
     # Gemma 4: per-layer inputs, the last 2 layers reuse keys/values, global heads 8 wide (sliding: 4)
     "gemma4_text": ("Gemma4TextConfig", "Gemma4ForCausalLM", dict(_GEMMA4)),
     "gemma4_text-k_eq_v": ("Gemma4TextConfig", "Gemma4ForCausalLM",  # values = keys, 3 reuse (2x wide MLPs)
