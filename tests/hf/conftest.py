@@ -261,6 +261,8 @@ def build(config_cls: str, model_cls: str, **overrides):
         cfg = dict(_TINY)
     cfg.update(overrides)
     torch.manual_seed(0)
+    if not hasattr(transformers, config_cls):  # a family newer than the installed release
+        pytest.skip(f"transformers {transformers.__version__} has no {config_cls}")
     config = getattr(transformers, config_cls)(**cfg)
     if model_cls is None:  # families that reuse another family's classes (InternLM3: Llama's)
         hf = transformers.AutoModelForCausalLM.from_config(config).eval()
