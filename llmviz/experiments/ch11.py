@@ -8,6 +8,8 @@
   without warmup, and scores the held-out loss: where does each placement stop training?
 * :data:`DEPTH` trains post-norm and pre-norm at several depths with one recipe (the chapter's
   stability-map recipe with warmup, run 5x longer) on six paired seeds.
+* :data:`DEPTH_LOW` is :data:`DEPTH` at lr 3e-3, post-norm's largest no-warmup rate in the
+  sweep, on six paired seeds: a rate at which post-norm trains at the shallowest depth.
 
 Every model is the chapter's byte-level block (LayerNorm with bias, GELU MLP, 4 heads, learned
 absolute positions, embedding scaled by sqrt(C)) trained on the prose corpus with AdamW, no
@@ -32,7 +34,7 @@ from ..training import TrainConfig, train
 from ..training.data import ByteTokenizer, load_corpus, random_batches, train_val_split
 from ..training.ngram import ByteNgram
 
-__all__ = ["XIONG", "LR_SWEEP", "LR_LOW", "DEPTH", "UNIFORM", "data", "model_for", "val_targets", "val_loss",
+__all__ = ["XIONG", "LR_SWEEP", "LR_LOW", "DEPTH", "DEPTH_LOW", "UNIFORM", "data", "model_for", "val_targets", "val_loss",
            "baselines", "grad_profile", "train_placement", "lr_variants", "depth_variants",
            "parse_variant"]
 
@@ -237,3 +239,13 @@ DEPTH = Experiment(
            "long": dict(d_model=32, steps=300, lr=1e-2, warmup=18, batch=8, curve_every=50,
                         val_windows=512)},
     prefix=50, description="chapter 11: post- vs pre-norm at 6, 12 and 24 layers, six paired seeds")
+
+#: :data:`DEPTH`'s recipe at lr 3e-3, post-norm's largest no-warmup rate in the sweep, so that
+#: post-norm can train at the shallow depths and a failure at depth is not the rate's alone
+DEPTH_LOW = Experiment(
+    "ch11_depth_low", depth_run, variants=depth_variants(), seeds=[0, 1, 2, 3, 4, 5],
+    sizes={"cpu": dict(d_model=32, steps=56, lr=3e-3, warmup=18, batch=8, curve_every=28,
+                       val_windows=256),
+           "long": dict(d_model=32, steps=300, lr=3e-3, warmup=18, batch=8, curve_every=50,
+                        val_windows=512)},
+    prefix=50, description="chapter 11: ch11_depth's recipe at lr 3e-3, six paired seeds")

@@ -223,19 +223,21 @@ def depth_claims(runs, size: Any, bigram: float, depths=(6, 24), suffix: str = "
     with a middle depth below 20 (12 in the record), ``threshold``: Wang et al.'s claim read as
     a threshold, post-norm *trains* there (ends less than 0.1 nats behind pre-norm), as it must
     if it only fails beyond 20-30 layers. Given the unigram ``plateau``, the threshold claim is
-    decided only if post-norm trains at the shallowest depth (:func:`shallow_post_trains`)."""
+    decided only if post-norm trains at the shallowest depth (:func:`shallow_post_trains`), and
+    so are ``deep`` and ``depth``: a failure at the deepest depth under a rate that already stops
+    post-norm at the shallowest is evidence about the rate, not about depth."""
     lo, hi = min(depths), max(depths)
-    kw = dict(size=size, chapter=CHAPTER, fmt=".2f", checks=depth_checks(runs, bigram, depths))
+    control = [] if plateau is None else [shallow_post_trains(runs, lo, plateau)]
+    kw = dict(size=size, chapter=CHAPTER, fmt=".2f", checks=[*depth_checks(runs, bigram, depths), *control])
     mids = [L for L in depths if lo < L < 20]
     extra = {}
     if mids:
         mid = max(mids)
-        control = [] if plateau is None else [shallow_post_trains(runs, lo, plateau)]
         extra["threshold"] = Claim(
             f"Post-norm's failure is a threshold beyond 20 layers: at {mid} layers it still trains, "
             "ending less than 0.1 nats behind pre-norm of the same depth", summarize(depth_gap(runs, mid)),
             threshold=0.1, direction="<", quantity=f"loss(post) - loss(pre), {mid} layers",
-            id=f"ch11_depth_threshold{suffix}", **{**kw, "checks": [*kw["checks"], *control]})
+            id=f"ch11_depth_threshold{suffix}", **kw)
     return {**extra,
         "deep": Claim(f"Post-norm fails at {hi} layers: it ends at least 0.1 nats behind pre-norm of "
                       "the same depth", summarize(depth_gap(runs, hi)), threshold=0.1, direction=">",

@@ -22,7 +22,8 @@ from typing import Any
 from ..evidence import Check, Claim, beats_baseline, decide, paired, paired_ratio, positive_control, summarize
 from .sweep import best_rates, inside_grid, mean_loss, rates_of
 
-__all__ = ["CHAPTER", "FLAT", "picks", "rate_control", "depth_claim", "flat_claim", "speed_ratio"]
+__all__ = ["CHAPTER", "FLAT", "picks", "rate_control", "depth_claim", "flat_claim", "speed_ratio",
+           "step_comparison"]
 
 CHAPTER = "13_depth_vs_width"
 #: nats: the largest fall of the held-out loss over the last quarter still read as "flattened"
@@ -105,3 +106,32 @@ def flat_claim(runs: Any, pick: dict, size: Any, *, suffix: str = "") -> Claim:
 def speed_ratio(runs: Any, deep: str, wide: str):
     """Paired ratio of training tokens per second, variant ``deep`` over variant ``wide``."""
     return paired_ratio(runs.values(deep, "tokens_per_s"), runs.values(wide, "tokens_per_s"))
+
+
+def step_comparison(ours: Any, peer: Any, batch_size: int, seq_len: int = 64, *, device: Any = "cpu",
+                    repeats: int = 9, seed: int = 0):
+    """One training step (forward and backward of the next-token loss on one batch of random
+    bytes) of config ``ours`` against config ``peer``, timed in interleaved rounds on one thread
+    with an A/A control (:func:`llmviz.training.bench.compare`), so both meet the same load.
+    ``.ratio`` is time(ours) / time(peer); tokens per second go the other way."""
+    import torch
+
+    from ..model import DecoderLM
+    from ..training.bench import compare
+
+    gen = torch.Generator().manual_seed(seed)
+    batch = torch.randint(0, 256, (batch_size, seq_len), generator=gen).to(device)
+
+    def step_of(config):
+        torch.manual_seed(seed)
+        model = DecoderLM(config).to(device)
+
+        def step():
+            for p in model.parameters():
+                p.grad = None
+            model(batch, labels=batch).loss.backward()
+        return step
+
+    return compare("one training step", step_of(ours), step_of(peer), ours_name=f"L={ours.n_layers}",
+                   peer_name=f"L={peer.n_layers}", repeats=repeats, warmup=2, min_run_time=0.05,
+                   threads=1, inference=False)

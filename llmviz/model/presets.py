@@ -41,7 +41,7 @@ from .config import ModelConfig
 
 __all__ = [
     "PRESETS", "ASSUMED", "gpt2", "llama2", "mistral", "gemma2", "gptj", "palm", "bloom", "preset",
-    "published_eps",
+    "published_eps", "trained_context",
 ]
 
 _PALM_EPS_ASSUMED = 1e-5  # placeholder: no PaLM config was released and the paper states no eps
@@ -195,3 +195,22 @@ def published_eps(name: str) -> float | None:
     if "norm_eps" in ASSUMED.get(name, {}):
         return None
     return PRESETS[name]().norm_eps
+
+
+def trained_context(name: str) -> int:
+    """The sequence length family ``name`` was trained at, as its paper states it (tokens).
+
+    Not always the preset's ``max_seq_len``, which copies the released config's position-table
+    size: Mistral 7B ships ``max_position_embeddings=32768`` but was trained at 8192 tokens
+    (Jiang et al. 2023, Table 1, ``context_len``). A chapter that means "the context the model
+    was trained at" reads it here. Sources: GPT-2 1024 (Radford et al. 2019, Sec. 2.3);
+    Llama 2 4096 (Touvron et al. 2023, Table 1); Mistral 7B 8192 (Jiang et al. 2023, Table 1);
+    Gemma 2 8192 (Gemma Team 2024, Table 1); GPT-J 2048 (the released config's ``n_positions``;
+    Wang and Komatsuzaki 2021); PaLM 2048 (Chowdhery et al. 2022, Sec. 5); BLOOM 2048
+    (BigScience 2022, Table 3).
+    """
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose one of {tuple(PRESETS)}")
+    published = {"gpt2": 1024, "llama2": 4096, "mistral": 8192, "gemma2": 8192, "gptj": 2048,
+                 "palm": 2048, "bloom": 2048}
+    return published[name]

@@ -43,9 +43,9 @@ def layer_norm(
     check_param(weight, x.shape[-1], "weight")
     check_param(bias, x.shape[-1], "bias")
     h = upcast(x)
-    mean = h.mean(dim=-1, keepdim=True)  # (..., 1)
-    var = (h - mean).pow(2).mean(dim=-1, keepdim=True)  # (..., 1), biased
-    y = (h - mean) * torch.rsqrt(var + eps)
+    centred = h - h.mean(dim=-1, keepdim=True)  # (..., C), computed once
+    var = centred.pow(2).mean(dim=-1, keepdim=True)  # (..., 1), biased
+    y = centred * torch.rsqrt(var + eps)
     return affine(y.to(x.dtype), weight, bias)
 
 

@@ -142,7 +142,11 @@ def test_depth_and_xiong_claims_on_known_data():
     c = ch11_analysis.depth_claims(runs, "test", bigram=2.4, depths=(6, 12, 24), plateau=3.45)
     assert c["threshold"].verdict == CANNOT_DECIDE
     assert "2 of 4 seeds" in c["threshold"].checks[-1].detail
-    assert c["deep"].verdict == "holds"  # the control gates the threshold claim only
+    # the control gates every depth claim: a rate that stops post-norm at 6 layers says nothing
+    # about depth at 24, however far behind post-norm ends there
+    assert c["deep"].verdict == CANNOT_DECIDE and c["depth"].verdict == CANNOT_DECIDE
+    assert not c["deep"].checks[-1].passed
+    assert ch11_analysis.depth_claims(runs, "test", bigram=2.4, depths=(6, 12, 24))["deep"].verdict == "holds"
     g = {}
     for s in range(3):
         g[s] = {}

@@ -116,3 +116,16 @@ def test_best_rates_pick_the_lowest_mean_and_skip_diverged_rates():
         best_rates(_Runs({"c@0.1": [float("nan")]}), ["c@0.1"])
     with pytest.raises(ValueError, match="form '<group>@<lr>'"):
         rates_of(["no-rate"])
+
+
+def test_ch13_step_comparison_times_a_training_step_of_each_config():
+    from llmviz.experiments import ch13_analysis
+    from llmviz.training.bench import Comparison
+
+    table = ch13.shapes()
+    deep, wide = table[8], table[1]
+    c = ch13_analysis.step_comparison(deep, wide, batch_size=2, seq_len=16, repeats=3)
+    assert isinstance(c, Comparison)
+    assert (c.ours.name, c.peer.name) == ("L=8", "L=1")
+    assert len(c.ours.times_s) == len(c.peer.times_s) == 3 and c.control is not None
+    assert c.ratio.low > 0 and c.ratio.low <= c.ratio.mean <= c.ratio.high

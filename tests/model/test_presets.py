@@ -34,3 +34,18 @@ def test_assumed_names_real_families_and_fields():
 def test_published_eps_rejects_unknown_family():
     with pytest.raises(ValueError, match="unknown preset 'palm2'.*choose one of"):
         presets.published_eps("palm2")
+
+
+def test_trained_context_is_the_paper_value_not_the_position_table():
+    # Mistral 7B: trained at 8192 (paper, Table 1); the config's position table holds 32768
+    assert presets.trained_context("mistral") == 8192
+    assert presets.mistral("7b").max_seq_len == 32768
+    assert {presets.trained_context(n) for n in presets.PRESETS} <= {1024, 2048, 4096, 8192}
+    # where the config's table is the trained context, the two agree
+    assert presets.trained_context("llama2") == presets.llama2("7b").max_seq_len == 4096
+    assert presets.trained_context("gpt2") == presets.gpt2("small").max_seq_len == 1024
+
+
+def test_trained_context_rejects_unknown_family():
+    with pytest.raises(ValueError, match="unknown preset 'mistral2'.*choose one of"):
+        presets.trained_context("mistral2")
