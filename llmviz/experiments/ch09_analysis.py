@@ -21,9 +21,11 @@ from ..training.evaluation import tail_targets
 from ..training.ngram import ByteNgram
 from . import ch09
 from ._ch09_probes import uniform_far_mass
+from .ch09_reach import context_excess, reach
 
-__all__ = ["stopwatch", "ppl", "reference", "ppl_estimates", "ngram_ppl", "reach", "race_checks",
-           "race_claims", "uses_context_within_t", "works_within_t", "not_broken_at_8t",
+__all__ = ["stopwatch", "ppl", "reference", "ppl_estimates", "ngram_ppl", "context_excess", "reach",
+           "race_checks", "race_claims", "uses_context_within_t", "works_within_t",
+           "not_broken_at_8t",
            "IN_DISTRIBUTION_PAST_T", "locality_control", "context_claims", "mechanism_claims",
            "summarize_share"]
 
@@ -91,17 +93,6 @@ def reference(runs, v: str) -> torch.Tensor:
     return ppl(runs, v, None, "sliding")
 
 
-def reach(runs, v: str, seq_len: int, tol: float = 0.03) -> int:
-    """How many tokens of context ``v`` uses within T (``seq_len``): over the first T positions
-    of its loss by position in a window of 8T (``by_position``, mean of the seeds), the upper
-    edge of the first bin whose loss is within ``tol`` nats of the lowest."""
-    curve = torch.tensor([r[v]["by_position"] for _, r in runs.items()], dtype=torch.float64).mean(0)
-    n_bins = curve.numel() // ch09.FACTORS[-1]  # bins within the first T positions
-    width = seq_len // n_bins
-    first_t = curve[:n_bins]
-    return (int((first_t <= first_t.min() + tol).nonzero()[0]) + 1) * width
-
-
 def race_checks(runs, bigram: float) -> list[Check]:
     """What makes a race able to decide: every model beats the byte bigram at T (each target
     read with exactly T tokens before it, the reference of every ratio), and the measurement
@@ -147,28 +138,38 @@ def not_broken_at_8t(runs, v: str, limit: float = 1.1) -> Check:
                             "interval)", g.high < limit, f"{v}: {g.format('.2f')}")
 
 
-def locality_control(runs, seq_len: int, v: str = "ALiBi", flat: float = 1.05) -> Check:
+def locality_control(runs, seq_len: int, v: str = "ALiBi", flat: float = 1.05, *,
+                     paired=None) -> Check:
     """Positive control for "``v`` stays flat": a flat curve is not automatic for a model that
-    reads as little context as ``v``. The comparators are the other schemes whose loss within T
-    stops falling no later than ``v``'s (:func:`reach`), that work as models within T
+    reads as little context as ``v``. The comparators are the other schemes that stop gaining
+    from context within T no later than ``v`` (:func:`reach`, on the paired curves of
+    ``paired``, the context record; a scheme it does not measure is no comparator), that work
+    as models within T
     (:func:`works_within_t`), and whose position signal past T stays in distribution
     (:data:`IN_DISTRIBUTION_PAST_T`): a scheme fed unseen positions past T breaks for that reason,
     so its growth cannot show that locality alone does not make a curve flat. The flattest
     comparator must grow past T by more than ``flat`` (whole interval). Where no comparator is
     left, the control fails and says so: the race cannot separate locality from
-    out-of-distribution positions."""
-    reached = {u: reach(runs, u, seq_len) for u in ch09.SCHEMES}
-    r = reached[v]
-    local = [u for u in ch09.SCHEMES if u != v and reached[u] <= r]
+    out-of-distribution positions. Without ``paired`` the control fails: nothing says how far
+    within T the models read."""
     name = (f"a model as local as {v} need not be flat: every scheme that is as local, works "
             f"within T and sees no unseen positions past T grows past T (> {flat:g}x)")
+    if paired is None:
+        return positive_control(name, False, "no paired context curve (the same targets read "
+                                "with fewer than T tokens and with T) for this run, so how far "
+                                "within T each model reads is not measured")
+    measured = paired[paired.seeds[0]]
+    reached = {u: reach(paired, u, seq_len) for u in ch09.SCHEMES if u in measured}
+    r = reached[v]
+    local = [u for u in reached if u != v and reached[u] <= r]
     if not local:
         return positive_control(name, False, f"{v} reads {r} tokens; no other scheme reads as few")
     growth = {u: paired_ratio(ppl(runs, u, "8x"), reference(runs, u)) for u in local}
     works = {u: works_within_t(runs, u) for u in local}
     working = [u for u in local if works[u].passed]
     valid = [u for u in working if u in IN_DISTRIBUTION_PAST_T]
-    head = (f"within T the loss stops falling after {r} tokens for {v}, as early or earlier for "
+    head = (f"within T reading more context stops lowering the loss (same targets) after {r} "
+            f"tokens for {v}, as early or earlier for "
             + ", ".join(f"{u} ({reached[u]})" for u in local))
     broken = [u for u in local if not works[u].passed]
     if broken:
@@ -199,11 +200,12 @@ def _ngram_check(runs, variants, ngram: float) -> Check:
 
 
 def race_claims(runs, size: Any, bigram: float, suffix: str = "", *, seq_len: int | None = None,
-                ngram: float | None = None) -> dict[str, Claim]:
+                ngram: float | None = None, paired=None) -> dict[str, Claim]:
     """The race's claims, decided from ``runs`` (labelled with ``size``), each with the checks.
 
-    With ``seq_len`` (T; the runs must carry ``by_position``), "ALiBi stays flat" also carries
-    :func:`locality_control`. With ``ngram`` (the byte n-gram's perplexity on the same targets),
+    With ``seq_len`` (T), "ALiBi stays flat" also carries :func:`locality_control`, which reads
+    how far within T each model reads from ``paired`` (the context record of the same models;
+    without it the control fails). With ``ngram`` (the byte n-gram's perplexity on the same targets),
     "ALiBi has the lowest perplexity" says where the n-gram stands, and every claim but
     "this ALiBi model survives" checks that the models it compares beat the n-gram reading T
     tokens: a ranking of position schemes among models that a few bytes of lookup beat says
@@ -216,7 +218,7 @@ def race_claims(runs, size: Any, bigram: float, suffix: str = "", *, seq_len: in
     others = [v for v in ch09.SCHEMES if v != "ALiBi"]
     runner = min(others, key=lambda v: float(ppl(runs, v, "8x").log().mean()))
     best_other = min(("ALiBi", "RoPE", "T5"), key=lambda v: float(_growth(runs, v).log().mean()))
-    flat_checks = [] if seq_len is None else [locality_control(runs, seq_len)]
+    flat_checks = [] if seq_len is None else [locality_control(runs, seq_len, paired=paired)]
     alibi_8t = float(ppl(runs, "ALiBi").log().mean().exp())
     best_text = "ALiBi has the lowest perplexity at 8T of the six networks"
     if ngram is not None:

@@ -77,19 +77,21 @@ def stretch_claims(runs, size: Any, bigram: float, ft_last: int) -> dict[str, Cl
     }
 
 
-def gains_near_t(race, seq_len: int, v: str = "RoPE"):
+def gains_near_t(paired, seq_len: int, v: str = "RoPE"):
     """Positive control for "beats reading the last T tokens": a model can gain from context
-    past T only if it still gains from context close to T. Within T (``seq_len``), the loss of
-    ``v`` by position in the race run ``race`` (mean of the seeds) must keep falling past T/2:
-    :func:`reach`, the first bin within 0.03 nats of the lowest, must lie beyond T/2. Where the
-    loss stops falling earlier, no scaling or fine-tune can be expected to beat the model's own
-    T-token window, and a loss to that window says nothing about the scaling."""
+    past T only if it still gains from context close to T. Within T (``seq_len``), on the paired
+    context curve of ``v`` in ``paired`` (the context record: the same targets read with p
+    tokens against T tokens, mean of the seeds, :func:`~.ch09_analysis.context_excess`),
+    :func:`reach`, the first bin within 0.03 nats of the lowest, must lie beyond T/2. Where
+    more context stops helping earlier, no scaling or fine-tune can be expected to beat the
+    model's own T-token window, and a loss to that window says nothing about the scaling."""
     if seq_len < 2:
         raise ValueError(f"seq_len must be the training length T (>= 2), got {seq_len!r}")
-    used = reach(race, v, seq_len)
+    used = reach(paired, v, seq_len)
     return positive_control(f"the {v} model still gains from context in the second half of T "
-                            "(loss within T still falling past T/2)", used > seq_len // 2,
-                            f"its loss stops falling after {used} of {seq_len} tokens")
+                            "(same targets: reading more than T/2 tokens still lowers the loss)",
+                            used > seq_len // 2, f"more context stops lowering its loss after "
+                            f"{used} of {seq_len} tokens")
 
 
 def sliding_baseline_claims(runs, race, size: Any, bigram: float,

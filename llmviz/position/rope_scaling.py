@@ -14,7 +14,8 @@ for (its ``longrope`` type is not modelled; ``from_hf`` refuses it):
   same; ``tests/model/test_generation_padded.py`` shows the difference);
 * ``yarn`` (Peng et al. 2023): ramp between interpolated and original frequencies by wavelength,
   cos/sin scaled by ``0.1 ln(factor) + 1``;
-* ``llama3`` (Meta 2024): long wavelengths divided by ``factor``, short ones kept, smooth between;
+* ``llama3`` (Meta 2024): frequencies of long-wavelength pairs divided by ``factor`` (their
+  wavelengths grow ``factor`` times), short-wavelength pairs kept, smooth between;
 * ``proportional`` (Gemma 4): the fastest ``rotated_fraction`` of the pairs keep their speeds
   (exponents over the whole rotary dim), the slower ones stop (frequency 0), all divided by ``factor``.
 

@@ -146,12 +146,34 @@ def test_nope_race_claim_needs_its_positive_control():
     assert claim.checks[-1].passed and claim.verdict == FAILS  # 9.6/6.5 against ALiBi's 4.0/3.9
 
 
-def _with_positions(runs, drops):
-    """Loss by position over a window of 8T (64 bins): falls until bin ``drops[v]``, then flat."""
+def _with_positions(runs, drops, text=None):
+    """Paired curves over a window of 8T (64 bins): the loss read with the tokens before each
+    target falls until bin ``drops[v]``, then lies on the loss of the same targets read with T
+    tokens. ``text`` (64 values) is how hard each bin's bytes are, added to both curves."""
+    text = [0.0] * 64 if text is None else text
     for seed in runs.seeds:
         for v, d in drops.items():
-            runs[seed][v]["by_position"] = [2.0 - 0.1 * min(i, d) for i in range(64)]
+            runs[seed][v]["by_position"] = [t + 2.0 - 0.1 * min(i, d) for i, t in enumerate(text)]
+            runs[seed][v]["sliding_by_position"] = [t + 2.0 - 0.1 * d for t in text]
     return runs
+
+
+def test_reach_reads_the_paired_curve_not_the_text():
+    from llmviz.experiments.ch09_analysis import context_excess
+    # easy text in bins 2 and 3: a loss by position alone would bottom out there (24 to 32
+    # tokens); on the same targets, reading more context keeps helping until bin 5 (48 tokens)
+    text = [0.0, 0.0, -0.3, -0.3] + [0.0] * 60
+    runs = _with_positions(_runs(TRAINED), {"RoPE": 5}, text)
+    assert reach(runs, "RoPE", 64) == 48
+    assert context_excess(runs, "RoPE", 64).tolist() == pytest.approx([0.5, 0.4, 0.3, 0.2, 0.1,
+                                                                       0, 0, 0])
+    from llmviz.experiments.ch09_stretch_analysis import gains_near_t
+    assert gains_near_t(runs, 64).passed and "after 48 of 64" in gains_near_t(runs, 64).detail
+    for seed in runs.seeds:  # the unpaired curve alone cannot say how far a model reads
+        del runs[seed]["RoPE"]["sliding_by_position"]
+    with pytest.raises(ValueError, match="paired curve"):
+        reach(runs, "RoPE", 64)
+    assert "not measured" in locality_control(runs, 64).detail
 
 
 def test_reach_and_the_locality_control_of_the_flat_claim():
@@ -161,21 +183,24 @@ def test_reach_and_the_locality_control_of_the_flat_claim():
     working = {**SLIDING, "NoPE": 6.5}
     runs = _with_positions(_runs(TRAINED, sliding=working), drops)
     assert reach(runs, "ALiBi", 64) == 32 and reach(runs, "NoPE", 64) == 8
-    control = locality_control(runs, 64)
+    control = locality_control(runs, 64, paired=runs)
     assert control.passed and "NoPE" in control.detail  # NoPE grows 9.6 / 6.5 past T
-    claim = race_claims(runs, "record", 9.87, seq_len=64, ngram=10.0)["alibi_flat"]
+    claim = race_claims(runs, "record", 9.87, seq_len=64, ngram=10.0,
+                        paired=runs)["alibi_flat"]
     assert claim.verdict == HOLDS and claim.checks[-1] == control
     assert "3.70" in race_claims(runs, "record", 9.87, ngram=3.7)["alibi_best"].text
     # a comparator as local as ALiBi that is flat too: flatness says nothing about ALiBi's scheme
     flat = _with_positions(_runs({**TRAINED, "NoPE": (7.0, 6.5, 6.5, 6.5)}, sliding=working), drops)
-    assert not locality_control(flat, 64).passed
-    assert race_claims(flat, "record", 9.87, seq_len=64)["alibi_flat"].verdict == CANNOT_DECIDE
+    assert not locality_control(flat, 64, paired=flat).passed
+    assert race_claims(flat, "record", 9.87, seq_len=64,
+                       paired=flat)["alibi_flat"].verdict == CANNOT_DECIDE
     # a scheme reading more than ALiBi does not count: no comparator left
     wider = _with_positions(_runs(TRAINED, sliding=working), drops | {"NoPE": 5})
-    assert not locality_control(wider, 64).passed
+    assert not locality_control(wider, 64, paired=wider).passed
     # NoPE broken within T (tail 7.0 < sliding 7.5): the working comparators (RoPE, T5, ...) all
     # read unseen positions past T, so the control cannot separate locality from that
-    broken = locality_control(_with_positions(_runs(TRAINED), drops), 64)
+    broken_runs = _with_positions(_runs(TRAINED), drops)
+    broken = locality_control(broken_runs, 64, paired=broken_runs)
     assert not broken.passed and "cannot separate locality" in broken.detail
     assert "NoPE" in broken.detail.split("broken within T")[1]
 
