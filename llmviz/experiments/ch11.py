@@ -244,8 +244,5 @@ DEPTH = Experiment(
 #: post-norm can train at the shallow depths and a failure at depth is not the rate's alone
 DEPTH_LOW = Experiment(
     "ch11_depth_low", depth_run, variants=depth_variants(), seeds=[0, 1, 2, 3, 4, 5],
-    sizes={"cpu": dict(d_model=32, steps=56, lr=3e-3, warmup=18, batch=8, curve_every=28,
-                       val_windows=256),
-           "long": dict(d_model=32, steps=300, lr=3e-3, warmup=18, batch=8, curve_every=50,
-                        val_windows=512)},
+    sizes={size: dict(p, lr=3e-3) for size, p in DEPTH.sizes.items()},
     prefix=50, description="chapter 11: ch11_depth's recipe at lr 3e-3, six paired seeds")
