@@ -1,8 +1,9 @@
 """Interpolated modified Kneser-Ney for token streams: the strongest count baseline of the book.
 
 :class:`KneserNey` has the interface of :class:`llmviz.training.ngram.ByteNgram` (``fit``, then
-``nll(tokens, targets)``) and the smoothing of Chen & Goodman (1998), "An empirical study of
-smoothing techniques for language modeling", section 3:
+``nll(tokens, targets)``) and the smoothing Chen & Goodman call *interpolated modified
+Kneser-Ney* ("An empirical study of smoothing techniques for language modeling", technical
+report TR-10-98, 1998; Computer Speech & Language 13, 1999):
 
 * the highest order counts n-grams; every lower order counts *continuations*, the number of
   distinct tokens seen just before the n-gram (a byte that follows many different contexts is a
@@ -82,7 +83,7 @@ def _at(keys: np.ndarray, values: np.ndarray, query: np.ndarray) -> np.ndarray:
 
 
 def _discounts(counts: np.ndarray) -> np.ndarray:
-    """(D1, D2, D3+) from the count-of-counts of ``counts`` (Chen & Goodman 1998, eq. 26).
+    """(D1, D2, D3+) from the count-of-counts of ``counts`` (Chen & Goodman's estimates).
 
     Where a count-of-counts needed is zero, or an estimate falls outside (0, k) (tiny or nearly
     deterministic streams, where a zero discount would give unseen tokens probability 0), Ney's
