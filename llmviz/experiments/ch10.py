@@ -26,10 +26,11 @@ from ..model import DecoderLM
 from ..model.presets import llama2
 from ..training import TrainConfig, train
 from ..training.data import ByteTokenizer, load_corpus, train_val_split
+from ..training.kneser_ney import NgramBaseline, best_ngram
 from ..training.ngram import ByteNgram
 
 __all__ = ["NORMS", "SIZES", "VARIANTS", "data", "val_targets", "val_loss", "ngram_losses",
-           "norm_run"]
+           "strongest_ngram", "norm_run"]
 
 #: variant name -> the ``ModelConfig.norm`` it trains with
 VARIANTS = {"RMSNorm": "rms", "LayerNorm": "layer"}
@@ -80,6 +81,14 @@ def ngram_losses(seq_len: int = 64, orders: tuple[int, ...] = (2, 5)) -> dict[in
     train_tokens, val = data()
     targets = val_targets(seq_len).numpy()
     return {o: float(ByteNgram(o).fit(train_tokens).nll(val, targets).mean()) for o in orders}
+
+
+def strongest_ngram(seq_len: int = 64) -> NgramBaseline:
+    """The stronger of the book's byte n-grams (Kneser-Ney or absolute discounting, each with its
+    order chosen on the training head) on :func:`val_targets`; Kneser-Ney reads only the bytes of
+    the target's own window, as the model does. The gate both models must pass."""
+    train_tokens, val = data()
+    return best_ngram(train_tokens, val, val_targets(seq_len).numpy(), window=seq_len)
 
 
 def norm_run(variant: str, seed: int, *, prefix: int | None = None, **p) -> dict:

@@ -34,7 +34,7 @@ from ..training import TrainConfig, train
 from ..training.data import ByteTokenizer, load_corpus, random_batches, train_val_split
 from ..training.ngram import ByteNgram
 
-__all__ = ["XIONG", "LR_SWEEP", "LR_LOW", "DEPTH", "DEPTH_LOW", "UNIFORM", "data", "model_for", "val_targets", "val_loss",
+__all__ = ["XIONG", "LR_SWEEP", "LR_LOW", "DEPTH", "DEPTH_LOW", "DEPTH_WARM", "warm_run", "UNIFORM", "data", "model_for", "val_targets", "val_loss",
            "baselines", "grad_profile", "train_placement", "lr_variants", "depth_variants",
            "parse_variant"]
 
@@ -246,3 +246,24 @@ DEPTH_LOW = Experiment(
     "ch11_depth_low", depth_run, variants=depth_variants(), seeds=[0, 1, 2, 3, 4, 5],
     sizes={size: dict(p, lr=3e-3) for size, p in DEPTH.sizes.items()},
     prefix=50, description="chapter 11: ch11_depth's recipe at lr 3e-3, six paired seeds")
+
+
+def warm_run(variant: str, seed: int, *, prefix: int | None = None, **p) -> dict:
+    """One run of :data:`DEPTH_WARM`: ``"post warmup=18"`` is post-norm with an 18-step warmup,
+    at the size's ``n_layers``, ``lr`` and ``steps``."""
+    v = parse_variant(variant)
+    return train_placement(v["placement"], p["n_layers"], p["lr"], int(v["warmup"]), seed, p, prefix)
+
+
+#: :data:`DEPTH_LOW`'s deepest stack (24 layers, lr 3e-3) trained 4x longer, post-norm with that
+#: recipe's 18-step warmup and with a 300-step one, pre-norm with 300: is the failure at 24 layers
+#: depth's, or the short warmup's?
+DEPTH_WARM = Experiment(
+    "ch11_depth_warm", warm_run, variants=["post warmup=18", "post warmup=300", "pre warmup=300"],
+    seeds=[0, 1, 2],
+    sizes={"cpu": dict({k: v for k, v in DEPTH_LOW.sizes["cpu"].items() if k != "warmup"},
+                       n_layers=6, steps=60, curve_every=30),
+           "long": dict({k: v for k, v in DEPTH_LOW.sizes["long"].items() if k != "warmup"},
+                        n_layers=24, steps=1200, curve_every=100)},
+    prefix=100, description="chapter 11: 24-layer post-norm at lr 3e-3 with an 18- and a 300-step "
+                            "warmup, pre-norm with 300, 1200 steps")

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..evidence import (Check, Claim, beats_baseline, paired, paired_ratio, positive_control,
-                        summarize)
+from ..evidence import (CANNOT_DECIDE, Check, Claim, beats_baseline, paired, paired_ratio,
+                        positive_control, summarize)
 from . import ch11
 
 __all__ = ["CHAPTER", "LEFT", "ALL_LRS", "xiong_claims", "grows_summary", "lr_table", "top_rate", "lr_star",
-           "rate_above", "n_left", "lr_checks", "lr_claims", "depth_gap", "depth_checks", "depth_claims"]
+           "rate_above", "n_left", "lr_checks", "lr_claims", "post_behind_quote", "depth_gap", "depth_checks", "depth_claims"]
 
 CHAPTER = "11_residual_and_norm_placement"
 #: a run "trains" if it ends below the byte bigram; a run "fails" if it ends within this many
@@ -166,20 +166,22 @@ def lr_checks(table: dict, bigram: float, plateau: float, warmup: str = "0") -> 
 def lr_claims(table: dict, size: Any, bigram: float, plateau: float,
               suffix: str = "") -> dict[str, Claim]:
     """At lr*, the largest rate at which pre-norm trains without warmup: post-norm ends at least
-    ``LEFT`` nats behind it (``post_behind``). At the first rate above post-norm's own range
+    ``LEFT`` nats behind it (``post_behind``; absent when no rate of the grid trains pre-norm:
+    :func:`post_behind_quote` then says so, and no other rate stands in). At the first rate above post-norm's own range
     (the largest rate at which it trains without warmup), where it fails without warmup,
     warmup lowers its loss by more than 0.05 nats (``warmup_rescues``); a test at lr* itself
     would compare two runs on the plateau when that rate is far above post-norm's range."""
     checks = lr_checks(table, bigram, plateau)
-    star = lr_star(table, bigram) or max((lr for (p, w, lr) in table if p == "pre" and w == "0"),
-                                         key=float)
+    star = lr_star(table, bigram)
     kw = dict(size=size, chapter=CHAPTER, fmt=".2f", checks=checks)
-    post, pre = table["post", "0", star]["loss"], table["pre", "0", star]["loss"]
-    out = {"post_behind": Claim(
-        f"At the largest rate at which pre-norm trains without warmup (lr {star}), post-norm ends "
-        f"at least {LEFT:g} nats behind it", paired(post, pre), threshold=LEFT, direction=">",
-        quantity=f"loss(post) - loss(pre) at lr {star}, no warmup", id=f"ch11_lr_post_behind{suffix}",
-        **kw)}
+    out = {}
+    if star is not None:  # no stand-in rate: without lr* the claim has nothing to compare
+        post, pre = table["post", "0", star]["loss"], table["pre", "0", star]["loss"]
+        out["post_behind"] = Claim(
+            f"At the largest rate at which pre-norm trains without warmup (lr {star}), post-norm "
+            f"ends at least {LEFT:g} nats behind it", paired(post, pre), threshold=LEFT,
+            direction=">", quantity=f"loss(post) - loss(pre) at lr {star}, no warmup",
+            id=f"ch11_lr_post_behind{suffix}", **kw)
     edge = rate_above(table, top_rate(table, "post", bigram))
     if edge is not None and ("post", "1", edge) in table:
         out["warmup_rescues"] = Claim(
@@ -190,6 +192,16 @@ def lr_claims(table: dict, size: Any, bigram: float, plateau: float,
             quantity=f"loss(no warmup) - loss(warmup), post-norm, lr {edge}",
             id=f"ch11_lr_warmup_rescues{suffix}", **kw)
     return out
+
+
+def post_behind_quote(claims: dict[str, Claim]) -> str:
+    """What the page quotes for ``post_behind``: its verdict and effect, or, without lr*, that
+    no rate of the grid trains pre-norm, so there is no rate to compare at."""
+    c = claims.get("post_behind")
+    if c is None:
+        return (f"{CANNOT_DECIDE}: no rate of its grid trains pre-norm without warmup (every "
+                "pre-norm run ends above the byte bigram), so there is no rate at which to compare")
+    return f"{c.verdict} ({c.effect} nats)"
 
 
 # --- depth ------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Chapter 12's experiment: feed-forward variants at matched parameters, trained long enough.
+"""Chapter 12's experiment: feed-forward variants at matched parameters, long record 600 steps.
 
 :data:`FFN` (``ch12_ffn``) trains byte-level models that differ only in the feed-forward: the
 GELU MLP of width 4C and the gated ReGLU, GeGLU and SwiGLU of width 8C/3 (the 2/3 rule, exact

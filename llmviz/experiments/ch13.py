@@ -1,4 +1,4 @@
-"""Chapter 13's experiment: depth against width, trained long enough to rank the shapes.
+"""Chapter 13's experiment: depth against width at matched parameters or FLOPs (long: 600 steps).
 
 :data:`SHAPES` (``ch13_shapes``) trains shapes of matched *total* parameters (:func:`shapes`)
 at four depths, three learning rates per shape and three seeds. :func:`flops_shapes` gives the

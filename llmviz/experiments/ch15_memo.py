@@ -37,10 +37,12 @@ LAYOUT = re.compile(r"\s*[-=+|*]{3,}[-=+|*\s]*|\s{2,}")
 #: bytes: a continuation that copies this much of its training text verbatim counts as memorised
 THRESHOLD = 100
 _TEST = dict(n_prefix=24, n_cont=128)
-#: ``long`` is ``ch15_llama``'s record recipe plus 16 probes per seed; ``cpu`` a short smoke size
+#: ``long`` is the chapter's model (width 64, 3 layers) trained for 1600 steps, plus 16 probes
+#: per seed (``ch15_llama``'s long record has since moved to a larger model: this test was not
+#: re-run on it); ``cpu`` a short smoke size
 SIZES = {
     "cpu": dict(ch15.SIZES["cpu"], **_TEST, n_probe=4),
-    "long": dict(ch15.SIZES["long"], **_TEST, n_probe=16),
+    "long": dict(ch15.SIZES["cpu"], steps=1600, curve_every=100, **_TEST, n_probe=16),
 }
 
 

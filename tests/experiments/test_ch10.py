@@ -38,6 +38,15 @@ def test_ngram_baselines_are_scored_on_the_models_targets():
     assert len(ch10.val_targets(64)) == len(ch10._windows(64)) * 63
 
 
+def test_strongest_ngram_is_at_least_the_absolute_discounting_one():
+    best = ch10.strongest_ngram(64)
+    assert best.per_target.shape == (len(ch10.val_targets(64)),)
+    assert best.loss == min(best.candidates.values())
+    assert best.loss <= ch10.ngram_losses(64, (5,))[5]
+    checks = ch10_analysis.norm_checks(_runs([1.0] * 3, [1.0] * 3), best.loss, best.name)
+    assert best.name in checks[0].name
+
+
 def test_bad_input_names_the_fix():
     with pytest.raises(ValueError, match="unknown variant 'BatchNorm'"):
         ch10.norm_run("BatchNorm", 0, **TINY)
@@ -52,11 +61,11 @@ def _runs(rms, layer):
 
 def test_equivalence_claims_on_known_data():
     same = _runs([1.200, 1.251, 1.300], [1.201, 1.250, 1.302])
-    claims = ch10_analysis.norm_claims(same, "test", ngram5=1.34)
+    claims = ch10_analysis.norm_claims(same, "test", baseline=1.34)
     assert {c.verdict for c in claims.values()} == {"holds"}
     worse = _runs([1.30, 1.36, 1.40], [1.20, 1.25, 1.31])
-    assert ch10_analysis.norm_claims(worse, "test", ngram5=1.5)["not_worse"].verdict == "does not hold"
+    assert ch10_analysis.norm_claims(worse, "test", baseline=1.5)["not_worse"].verdict == "does not hold"
     # both models lose to the 5-gram: the comparison cannot decide
-    assert ch10_analysis.norm_claims(same, "test", ngram5=1.1)["not_worse"].verdict == CANNOT_DECIDE
+    assert ch10_analysis.norm_claims(same, "test", baseline=1.1)["not_worse"].verdict == CANNOT_DECIDE
     noisy = _runs([1.0, 1.3, 1.1], [1.2, 1.0, 1.25])
-    assert ch10_analysis.norm_claims(noisy, "test", ngram5=1.5)["not_better"].verdict == CANNOT_DECIDE
+    assert ch10_analysis.norm_claims(noisy, "test", baseline=1.5)["not_better"].verdict == CANNOT_DECIDE

@@ -109,6 +109,21 @@ def test_lr_claims_need_post_norm_to_train_somewhere():
     assert ch11_analysis.n_left(table["post", "1", "1e-2"], plateau=3.4) == 3
 
 
+def test_without_lr_star_no_rate_stands_in():
+    big = ch11.UNIFORM
+    cells = {(p, "0", lr): [big, big, big] for p in ("pre", "post") for lr in ("1e-2", "1e-1", "1")}
+    cells[("pre", "0", "1e-2")] = [3.0, 3.1, 3.05]  # off the plateau, but above the bigram
+    table = ch11_analysis.lr_table(_sweep(cells), lrs=("1e-2", "1e-1", "1"), warmups=("0",))
+    assert ch11_analysis.lr_star(table, bigram=2.4) is None
+    claims = ch11_analysis.lr_claims(table, "test", bigram=2.4, plateau=3.4)
+    assert "post_behind" not in claims
+    quote = ch11_analysis.post_behind_quote(claims)
+    assert quote.startswith(CANNOT_DECIDE) and "no rate" in quote and "+0" not in quote
+    cells = _cells([2.2, 2.3, 2.2], [3.4, 3.5, 3.3], ("1e-1", [2.3, 2.2, 2.4]))
+    claims = ch11_analysis.lr_claims(ch11_analysis.lr_table(_sweep(cells)), "test", bigram=2.4, plateau=3.4)
+    assert ch11_analysis.post_behind_quote(claims).startswith("holds (")
+
+
 def test_merge_runs():
     from llmviz.experiments.sweep import merge_runs
     a = Runs({s: {"x": {"loss": 1.0 + s}} for s in range(3)})
