@@ -34,8 +34,8 @@ VARIANTS = ("all global", "5:1, short window", "5:1, long window", "all local, s
 SIZES = {
     "cpu": dict(d_model=32, n_layers=6, n_heads=4, short=8, long=24, seq_len=64, steps=100,
                 lr=3e-3, warmup=20, batch=16, eval_every=50, val_windows=32),
-    "long": dict(d_model=48, n_layers=6, n_heads=4, short=12, long=36, seq_len=96, steps=250,
-                 lr=3e-3, warmup=20, batch=16, eval_every=50, val_windows=48),
+    "long": dict(d_model=48, n_layers=6, n_heads=4, short=12, long=36, seq_len=96, steps=1000,
+                 lr=3e-3, warmup=20, batch=16, eval_every=100, val_windows=48),
 }
 #: (local layers, global layers) per repeat and which window, per variant.
 #: "2:1, short window" is kept for layer_windows (not run: the record holds the four variants).
