@@ -312,9 +312,21 @@ def test_stretch_claims_decide_the_lowest_scaling_by_paired_intervals():
         out[seed]["YaRN, no temperature"] = out[seed]["YaRN"]
     claims = stretch_claims(Runs(out), "record", 9.87, 160)
     assert claims["best_zero"].verdict == HOLDS and claims["best_zero"].text.startswith(
-        "Zero-shot at 8T, B has")
+        "Zero-shot, B extends")
     assert "YaRN" in claims["best_zero"].quantity
     assert claims["best_ft"].verdict != HOLDS  # B and YaRN tie after the fine-tune
+    # a model that stops gaining from context inside T: the comparisons among the scalings
+    # cannot decide, the ones against plain RoPE still do
+    from llmviz.evidence import positive_control
+    stuck = positive_control("gains past T/2", False, "stops after 24 of 64 tokens")
+    gated = stretch_claims(Runs(out), "record", 9.87, 160, control=stuck)
+    for key in ("best_zero", "yarn_pi", "yarn_temp", "yarn_ft", "best_ft"):
+        assert gated[key].verdict == "cannot decide at this size", key
+    assert gated["yarn_pi"].interval_verdict == claims["yarn_pi"].verdict == HOLDS
+    for key in ("pi_zero", "pi_8x", "pi_ft"):
+        assert gated[key].verdict == claims[key].verdict, key
+    passing = positive_control("gains past T/2", True, "gains up to 60 of 64 tokens")
+    assert stretch_claims(Runs(out), "record", 9.87, 160, control=passing)["best_zero"].verdict == HOLDS
 
 
 def test_stopwatch_counts_seconds_from_its_start():
