@@ -337,3 +337,21 @@ def test_stopwatch_counts_seconds_from_its_start():
     time.sleep(0.02)
     first = clock()
     assert 0.02 <= first < 5 and clock() >= first
+
+
+def test_strongest_ngram_is_the_lower_of_the_two_smoothings_on_the_race_targets():
+    import math
+
+    from llmviz.experiments.ch09_analysis import ngram_ppl, strongest_ngram
+
+    p = ch09.RACE_SIZES["cpu"]
+    bar = strongest_ngram(p)
+    assert len(bar.candidates) == 2 and bar.name in bar.candidates  # both smoothings scored
+    assert {k.split()[0] for k in bar.candidates} == {"Kneser-Ney", "absolute-discounting"}
+    assert bar.loss == min(bar.candidates.values())
+    assert f"{bar.order}-gram" in bar.name
+    assert bar.per_target.shape[0] > 0 and math.isclose(float(bar.per_target.mean()), bar.loss)
+    # the absolute-discounting candidate is the n-gram the chapter used before, same targets
+    ad = next(v for k, v in bar.candidates.items() if k.startswith("absolute"))
+    order = int(next(k for k in bar.candidates if k.startswith("absolute")).split()[-1].split("-")[0])
+    assert math.isclose(math.exp(ad), ngram_ppl(order, p), rel_tol=1e-9)
