@@ -15,7 +15,7 @@ from typing import Any
 from ..evidence import Check, Claim, beats_baseline, can_detect, paired
 from . import ch10
 
-__all__ = ["MARGIN", "norm_diff", "norm_checks", "norm_claims"]
+__all__ = ["MARGIN", "norm_diff", "norm_checks", "norm_claims", "longer_training_floor"]
 
 #: nats/byte: the largest held-out difference still read as "trains as well". A choice made
 #: before the runs (about 2% of the record's loss), not derived from data; it is not small next
@@ -53,3 +53,33 @@ def norm_claims(runs, size: Any, baseline: float, suffix: str = "",
                             f"than {MARGIN:g} nats below", est, threshold=-MARGIN, direction=">",
                             id=f"ch10_rms_not_better{suffix}", **kw),
     }
+
+
+def longer_training_floor() -> dict[str, Any]:
+    """What the book's longest-trained record says about passing the n-gram gate by training longer.
+
+    Reads ``ch15_llama`` (a larger model than chapters 10, 12 and 13 train, trained for more steps)
+    and compares the lowest point of each seed's held-out curve with the strongest byte n-gram on
+    the same targets. Returns ``lows`` (per seed), ``gate``, ``steps``, ``passes`` (over the
+    training text), ``d_model``, ``n_layers``, ``rises`` (the loss ends above its lowest point in
+    every seed), ``passed`` (some seed's lowest point is below the gate) and ``text``, a sentence
+    for the pages; raises FileNotFoundError when the record is absent.
+    """
+    from . import ch15
+
+    rec = ch15.LLAMA.record("long")
+    p = rec.params
+    curves = rec.runs.curves("llama", "curve")
+    lows = [min(c) for c in curves]
+    gate = ch10.strongest_ngram(p["seq_len"])
+    passes = p["steps"] * p["batch_size"] * p["seq_len"] / len(ch10.data()[0])
+    rises = all(c[-1] - min(c) > 0.01 for c in curves)
+    passed = min(lows) < gate.loss
+    text = (f"the book's longest-trained record, ch15_llama (width {p['d_model']}, {p['n_layers']} layers, "
+            f"{p['steps']} steps, {passes:.1f} passes over the training text), bottoms out at "
+            f"{', '.join(f'{x:.3f}' for x in lows)} nats/byte per seed against the {gate.name}'s {gate.loss:.3f}"
+            + (", and its loss rises after that low point" if rises else "")
+            + (": at this scale the gate is not passed by training longer" if not passed else
+               ": training longer does pass the gate at that size"))
+    return {"lows": lows, "gate": gate.loss, "steps": p["steps"], "passes": passes, "d_model": p["d_model"],
+            "n_layers": p["n_layers"], "rises": rises, "passed": passed, "text": text}

@@ -1,16 +1,15 @@
 """Chapter 15's memorisation test, run on the model the chapter's verdicts rest on.
 
-The live page trains the small Llama for a few hundred steps; at that budget it has learned
-less than the byte 5-gram, and a model that has learned less than a count table cannot copy a
-long passage, so "it does not continue its training text verbatim" passes trivially there.
-:data:`MEMO` (``ch15_memo``) trains the recipe of ``ch15_llama``'s record
+The live page trains the small Llama for a few hundred steps; :data:`MEMO` (``ch15_memo``) trains the recipe of ``ch15_llama``'s record
 (:func:`llmviz.experiments.ch15.train_llama` at the same size, the same seeds) and then runs the
 extraction test of Carlini et al. on it (:func:`copies`): greedy continuations of prefixes taken
 from the training text, each scored by its longest verbatim stretch of the training text, beside
 the same measurement for held-out text (:func:`chance`: the overlap text the model never saw
 has with the training text, chance repetitions plus the passages the help texts repeat across
-topics). Its held-out loss is recorded too, so the page can check that this
-model beats the byte 5-gram before it reads the copies.
+topics). Its held-out loss is recorded too, as a description of the model tested. What makes a
+"no copying" verdict mean something is the page's positive control (a copy trained on a few KB,
+which copies its text while losing to uniform guessing on held-out text), not a loss below a
+count table.
 
 Runs of spaces, table borders and rules recur all over the help texts, so every such run is
 collapsed to one space (:func:`content`) in the model's text and in the training text alike.

@@ -69,3 +69,18 @@ def test_equivalence_claims_on_known_data():
     assert ch10_analysis.norm_claims(same, "test", baseline=1.1)["not_worse"].verdict == CANNOT_DECIDE
     noisy = _runs([1.0, 1.3, 1.1], [1.2, 1.0, 1.25])
     assert ch10_analysis.norm_claims(noisy, "test", baseline=1.5)["not_better"].verdict == CANNOT_DECIDE
+
+
+def test_longer_training_floor_reads_ch15s_record_against_its_gate():
+    from llmviz.experiments import ch15
+
+    rec = ch15.LLAMA.record("long")
+    floor = ch10_analysis.longer_training_floor()
+    curves = rec.runs.curves("llama", "curve")
+    assert floor["lows"] == [min(c) for c in curves]
+    assert floor["steps"] == rec.params["steps"]
+    assert floor["gate"] == pytest.approx(ch10.strongest_ngram(rec.params["seq_len"]).loss)
+    assert floor["passed"] == (min(floor["lows"]) < floor["gate"])
+    # the sentence says what the numbers say, whichever way they fall
+    assert ("not passed by training longer" in floor["text"]) == (not floor["passed"])
+    assert f"{floor['gate']:.3f}" in floor["text"]
