@@ -25,7 +25,7 @@ import torch
 from ..evidence import Experiment
 
 __all__ = ["VARIANTS", "MOE_VARIANTS", "SEEDS", "SIZES", "MOE", "variants", "moe_run", "router_grad_norm",
-           "data", "bigram_loss", "eval_windows", "FACTORS", "SENTENCE"]
+           "data", "bigram_loss", "eval_windows", "FACTORS", "SENTENCE", "gap_change"]
 
 VARIANTS = ("dense", "dense 4x FFN", "MoE, no balancing", "MoE + balancing loss",
             "MoE + bias balancing")
@@ -189,3 +189,30 @@ MOE = Experiment(
     prefix={"cpu": 60, "long": 200},  # two curve points after step 0
     description="byte-level MoE (Switch gate, top-1) against dense and dense 4x FFN at matched "
                 "active compute, with no balancing, the balancing loss, and bias balancing")
+
+
+def gap_change(curves_a, curves_b, start: int):
+    """The paired per-seed change of the gap ``a - b`` from curve point ``start`` to the end.
+
+    ``curves_a[i]`` and ``curves_b[i]`` are seed i's held-out loss curves of two variants, one
+    value per evaluation. For each seed the gap is ``a - b`` at every point; the change is the
+    gap at the last point minus the gap at ``start``. The returned paired estimate (mean and t
+    interval over seeds) excludes zero when the gap was still moving the same way in every seed,
+    so a steady trend fails a check built on it, however small the gap it ends at.
+    """
+    from ..evidence import paired
+
+    if len(curves_a) != len(curves_b) or len(curves_a) < 2:
+        raise ValueError(f"gap_change needs the same number (>= 2) of seeds' curves on both "
+                         f"sides, got {len(curves_a)} and {len(curves_b)}")
+    ends, starts = [], []
+    for a, b in zip(curves_a, curves_b):
+        if len(a) != len(b):
+            raise ValueError(f"gap_change needs curves of equal length per seed, got {len(a)} "
+                             f"and {len(b)}: pair runs evaluated at the same steps")
+        if not 0 <= start < len(a) - 1:
+            raise ValueError(f"start must index a curve point before the last (0..{len(a) - 2}), "
+                             f"got {start}")
+        ends.append(float(a[-1]) - float(b[-1]))
+        starts.append(float(a[start]) - float(b[start]))
+    return paired(ends, starts)

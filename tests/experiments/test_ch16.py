@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from llmviz.analysis import count_parameters
 from llmviz.experiments import ch16
@@ -72,3 +73,24 @@ def test_bigram_baseline_is_on_the_models_targets():
 def test_records_check_compares_curve_points_after_step_0(size):
     params, prefix = ch16.SIZES[size], ch16.MOE.prefix_for(size)
     assert prefix % params["eval_every"] == 0 and 2 * params["eval_every"] <= prefix < params["steps"]
+
+
+def test_gap_change_fails_a_steady_trend_and_passes_a_flat_gap():
+    steps = torch.arange(13, dtype=torch.float64)
+    base = [3.0 - 0.1 * steps + 0.001 * s for s in range(4)]
+    # a gap that closes steadily in every seed (0.2 -> 0.0 over the run), as the record's did
+    trending = [b + 0.2 * (1 - steps / 12) + 0.002 * s for s, b in enumerate(base)]
+    closing = ch16.gap_change(trending, base, start=9)
+    assert closing.high < 0  # the interval excludes zero: the check fails for the trend
+    # a gap that is flat up to per-seed noise of both signs
+    noise = [0.003, -0.004, 0.002, -0.001]
+    flat = [b + 0.01 + torch.where(steps >= 12, noise[s], 0.0) for s, b in enumerate(base)]
+    held = ch16.gap_change(flat, base, start=9)
+    assert held.low <= 0 <= held.high
+
+
+def test_gap_change_names_bad_input():
+    with pytest.raises(ValueError, match="same number"):
+        ch16.gap_change([[1.0, 2.0]], [[1.0, 2.0], [1.0, 2.0]], start=0)
+    with pytest.raises(ValueError, match="start must index"):
+        ch16.gap_change([[1.0, 2.0]] * 2, [[1.0, 2.0]] * 2, start=1)
