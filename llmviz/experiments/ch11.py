@@ -262,7 +262,7 @@ DEPTH_WARM = Experiment(
     "ch11_depth_warm", warm_run, variants=["post warmup=18", "post warmup=300", "pre warmup=300"],
     seeds=[0, 1, 2],
     sizes={"cpu": dict({k: v for k, v in DEPTH_LOW.sizes["cpu"].items() if k != "warmup"},
-                       n_layers=6, steps=60, curve_every=30),
+                       n_layers=6, steps=100, curve_every=50),
            "long": dict({k: v for k, v in DEPTH_LOW.sizes["long"].items() if k != "warmup"},
                         n_layers=24, steps=1200, curve_every=100)},
     prefix=100, description="chapter 11: 24-layer post-norm at lr 3e-3 with an 18- and a 300-step "
