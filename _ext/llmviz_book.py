@@ -229,7 +229,7 @@ def _table_html(app: Sphinx, docname: str) -> str:
     out = [
         f'<p class="llmviz-claims-summary">{len(rows)} claims in this build: {esc(summary)}.</p>',
         '<table class="table llmviz-claims"><thead><tr><th>Chapter</th><th>Claim</th>'
-        "<th>Verdict</th><th>Effect</th><th>95% interval</th><th>Smallest detectable</th>"
+        "<th>Verdict</th><th>Effect</th><th>95% interval</th><th>Smallest detectable (80% power)</th>"
         "<th>Seeds</th><th>Size (live or record)</th><th>Validity checks</th><th>Device</th>"
         "</tr></thead><tbody>",
     ]

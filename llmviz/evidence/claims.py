@@ -1,7 +1,7 @@
 """A claim under test: the claim in words, the measured effect, and a verdict the code decides.
 
 A :class:`Claim` renders as a box in notebooks and on the site (claim, effect with its
-interval, verdict, the smallest effect its seeds can detect, its validity checks, seeds, size and
+interval, verdict, the smallest effect its seeds would detect with 80% power, its validity checks, seeds, size and
 device), and can glue its parts for the prose
 (``claim.glue("ch02_induction")`` makes ``{glue:text}`ch02_induction_verdict``` work), so the
 text never types a verdict or a measured number.
@@ -176,7 +176,7 @@ class Claim:
 
     @property
     def min_detectable(self) -> float:
-        """The smallest effect the runs can detect (:func:`llmviz.evidence.min_detectable`)."""
+        """The smallest effect the runs would detect with 80% power (:func:`llmviz.evidence.min_detectable`)."""
         return min_detectable(self.estimate)
 
     @property
@@ -296,7 +296,7 @@ class Claim:
         why = f" ({self._because()})" if self._because() else ""
         return (
             f"Claim: {self.text}\n  test: {self.test}\n  measured: {self.effect}, "
-            f"{self.estimate.level:.0%} interval {self.interval}; smallest detectable effect "
+            f"{self.estimate.level:.0%} interval {self.interval}; smallest effect detected 4 times in 5 "
             f"{self.detectable}{checks}\n  verdict: {self.verdict}{why}\n  ({self._details()})"
         )
 
@@ -307,7 +307,7 @@ class Claim:
         return (
             f"> **Claim under test:** {self.text}  \n"
             f"> `{self.test}`: measured {self.effect}, {self.estimate.level:.0%} interval "
-            f"{self.interval}; smallest detectable effect {self.detectable}  \n{checks}"
+            f"{self.interval}; smallest effect detected 4 times in 5 {self.detectable}  \n{checks}"
             f"> **Verdict: {self.verdict}**{why} ({self._details()})"
         )
 
@@ -327,7 +327,7 @@ class Claim:
             f'<div style="font-weight:600">{esc(self.text)}</div>'
             f'<div><code style="color:inherit;background:transparent">{esc(self.test)}</code>'
             f": measured <b>{esc(self.effect)}</b>, {self.estimate.level:.0%} interval "
-            f"{esc(self.interval)}; smallest detectable effect {esc(self.detectable)}</div>"
+            f"{esc(self.interval)}; smallest effect detected 4 times in 5 {esc(self.detectable)}</div>"
             f"{self._checks_html()}"
             f'<div>Verdict: <span style="font-weight:700;padding:0 0.4em;border-radius:4px;'
             f'background:rgba({rgb},0.22)">{esc(self.verdict)}</span>'

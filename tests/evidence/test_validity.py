@@ -101,26 +101,28 @@ def test_positive_control_accepts_a_computed_bool():
 
 
 # ----------------------------------------------------------------------------- detectable
-def test_min_detectable_is_the_interval_half_width():
+def test_min_detectable_is_the_effect_found_with_80_percent_power():
     a, b = [1.0, 1.3, 1.1, 1.25], [1.0, 1.0, 1.0, 1.0]
     d = paired(a, b)
     diffs = torch.tensor(a) - torch.tensor(b)
-    by_hand = t_quantile(0.975, 3) * diffs.double().std().item() / math.sqrt(4)
+    se = diffs.double().std().item() / math.sqrt(4)
+    by_hand = (t_quantile(0.975, 3) + t_quantile(0.8, 3)) * se
     assert min_detectable(d) == pytest.approx(by_hand)
-    # a ratio: the factor whose log is the half-width of the log-ratio interval
+    assert min_detectable(d) > (d.high - d.low) / 2  # larger than the half-width
+    # a ratio: the same on the log scale
     r = paired_ratio([2.0, 2.2, 1.9], [1.0, 1.0, 1.0])
     logs = torch.log(torch.tensor([2.0, 2.2, 1.9], dtype=torch.float64))
-    half = t_quantile(0.975, 2) * logs.std().item() / math.sqrt(3)
-    assert min_detectable(r) == pytest.approx(math.exp(half))
+    se = logs.std().item() / math.sqrt(3)
+    assert min_detectable(r) == pytest.approx(math.exp((t_quantile(0.975, 2) + t_quantile(0.8, 2)) * se))
     assert min_detectable(Estimate.exact(3.0)) == 0.0
     assert min_detectable(summarize([1.0])) == math.inf
 
 
 def test_can_detect():
-    noisy = summarize([0.0, 1.0, -1.0])  # half-width 4.303 * 1 / sqrt(3) = 2.48
-    assert not can_detect(noisy, 0.5).passed
-    assert can_detect(noisy, 3.0).passed
-    assert "smallest detectable ±2.48" in can_detect(noisy, 3.0).detail
+    noisy = summarize([0.0, 1.0, -1.0])  # (4.303 + 1.061) * 1 / sqrt(3) = 3.10
+    assert not can_detect(noisy, 3.0).passed  # above the half-width (2.48), below 3.10
+    assert can_detect(noisy, 3.2).passed
+    assert "smallest detectable (80% power) ±3.1" in can_detect(noisy, 3.2).detail
 
 
 # ----------------------------------------------------------------------------- the claim
@@ -151,7 +153,7 @@ def test_box_and_record_show_size_checks_and_smallest_detectable_effect(tmp_path
         assert "cannot decide at this size" in text
         assert "FAILED" in text and "beats the byte bigram" in text
         assert "passed" in text and "retrieves a planted string" in text
-        assert f"smallest detectable effect {detect}" in text
+        assert f"smallest effect detected 4 times in 5 {detect}" in text
         assert "n = 3 · live run, cpu size · device cpu" in text or "live run, full size" in text
         assert "the interval alone reads &#x27;holds&#x27;" in text or (
             "the interval alone reads 'holds'" in text)
