@@ -63,7 +63,8 @@ def test_equivalence_claims_on_known_data():
     same = _runs([1.200, 1.251, 1.300], [1.201, 1.250, 1.302])
     claims = ch10_analysis.norm_claims(same, "test", baseline=1.34)
     assert {c.verdict for c in claims.values()} == {"holds"}
-    worse = _runs([1.30, 1.36, 1.40], [1.20, 1.25, 1.31])
+    # differences 0.100, 0.105, 0.095: tight enough that the seeds detect the margin with 80% power
+    worse = _runs([1.30, 1.355, 1.405], [1.20, 1.25, 1.31])
     assert ch10_analysis.norm_claims(worse, "test", baseline=1.5)["not_worse"].verdict == "does not hold"
     # both models lose to the 5-gram: the comparison cannot decide
     assert ch10_analysis.norm_claims(same, "test", baseline=1.1)["not_worse"].verdict == CANNOT_DECIDE
