@@ -83,5 +83,21 @@ def test_longer_training_floor_reads_ch15s_record_against_its_gate():
     assert floor["gate"] == pytest.approx(ch10.strongest_ngram(rec.params["seq_len"]).loss)
     assert floor["passed"] == (min(floor["lows"]) < floor["gate"])
     # the sentence says what the numbers say, whichever way they fall
-    assert ("not passed by training longer" in floor["text"]) == (not floor["passed"])
+    assert ("not measured here" in floor["text"]) == (not floor["passed"])
     assert f"{floor['gate']:.3f}" in floor["text"]
+    # the copied windows: the sentence reports the gate on each part, and the live model's share when given
+    dup = ch10_analysis.gate_duplication(rec.params["seq_len"])
+    assert 0 < dup["n_dup"] < dup["n"]
+    assert dup["dup"] < dup["all"] < dup["clean"]
+    share = dup["n_dup"] / dup["n"]
+    assert dup["all"] == pytest.approx(share * dup["dup"] + (1 - share) * dup["clean"])
+    assert floor["dup"]["n_dup"] == dup["n_dup"]
+    if not floor["passed"]:
+        assert f"{dup['clean']:.3f}" in floor["text"]
+        assert "+0.024 nats/byte" in ch10_analysis.longer_training_floor(0.024)["text"]
+
+
+def test_gate_duplication_rejects_a_gate_of_another_window():
+    gate = ch10.strongest_ngram(64)
+    with pytest.raises(ValueError, match="pass the seq_len"):
+        ch10_analysis.gate_duplication(32, gate)
