@@ -177,3 +177,19 @@ def test_depth_and_xiong_claims_on_known_data():
     g[1]["post L=48 xavier"]["last"] = 0.2  # one seed against: 48 layers no longer resolved
     x = ch11_analysis.xiong_claims(Runs(g), "test", layers=(6, 12, 48))
     assert ch11_analysis.grows_summary(x) == "holds at 6 and 12 layers; not resolved at 48 layers"
+
+
+def test_map_warm_repeats_the_maps_post_and_pre_cells_on_ten_seeds():
+    from llmviz.experiments import ch11_warm
+
+    exp = ch11_warm.MAP_WARM
+    assert exp.variants == ["post warmup=0", "post warmup=18", "pre warmup=0", "pre warmup=18"]
+    assert len(exp.seeds) == 10 and len(set(exp.seeds)) == 10
+    long = exp.sizes["long"]
+    # the chapter's stability map: 6 layers, C = 32, lr 1e-2, 56 steps, batches of 8
+    assert (long["n_layers"], long["d_model"], long["lr"], long["steps"], long["batch"]) == (6, 32, 1e-2, 56, 8)
+    # one job: the warmup in the variant's name is the one trained (a prefix inside it agrees)
+    p = dict(exp.sizes["cpu"])
+    a = ch11_warm.warm_run("post warmup=18", 0, prefix=14, **p)
+    b = ch11.train_placement("post", p["n_layers"], p["lr"], 18, 0, p, prefix=14)
+    assert a == b and len(a["curve"]) == 2

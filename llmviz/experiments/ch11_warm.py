@@ -1,0 +1,36 @@
+"""Chapter 11's warmup comparison on ten paired seeds.
+
+The stability map of chapter 11 trains every placement with and without warmup on three seeds,
+live. Whether a post-norm run leaves the unigram plateau happens seed by seed, so three seeds
+cannot say how often warmup rescues it, and the warmup boxes' intervals are wide. :data:`MAP_WARM`
+repeats the map's post-norm and pre-norm cells (6 layers, C = 32, lr 1e-2, cosine decay, no
+clipping, 56 steps of 8 windows of 32 bytes; no warmup and an 18-step warmup) on ten paired
+seeds, with :func:`llmviz.experiments.ch11.warm_run`, and scores a fixed set of held-out windows
+(:func:`llmviz.experiments.ch11.val_targets`), whose unigram plateau is
+``ch11.baselines(n)["unigram"]``.
+"""
+
+from __future__ import annotations
+
+from ..evidence import Experiment
+from .ch11 import warm_run
+
+__all__ = ["MAP_WARM", "WARMUP", "variants"]
+
+#: the map's warmup, in steps (its cpu size)
+WARMUP = 18
+
+
+def variants() -> list[str]:
+    """``"post warmup=0"``, ``"post warmup=18"``, ``"pre warmup=0"``, ``"pre warmup=18"``."""
+    return [f"{p} warmup={w}" for p in ("post", "pre") for w in (0, WARMUP)]
+
+
+MAP_WARM = Experiment(
+    "ch11_map_warm", warm_run, variants=variants(), seeds=list(range(10)),
+    sizes={"cpu": dict(d_model=32, n_layers=6, steps=28, lr=1e-2, batch=8, curve_every=14,
+                       val_windows=64),
+           "long": dict(d_model=32, n_layers=6, steps=56, lr=1e-2, batch=8, curve_every=28,
+                        val_windows=256)},
+    prefix=28, description="chapter 11: the stability map's post- and pre-norm cells, with and "
+                           "without an 18-step warmup, on ten paired seeds")
