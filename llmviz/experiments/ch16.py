@@ -216,3 +216,35 @@ def gap_change(curves_a, curves_b, start: int):
         ends.append(float(a[-1]) - float(b[-1]))
         starts.append(float(a[start]) - float(b[start]))
     return paired(ends, starts)
+
+
+def gap_slopes(curves_a, curves_b, start: int, every: int = 1) -> list[float]:
+    """Each seed's least-squares slope of the gap ``a - b`` from curve point ``start`` to the end.
+
+    ``curves_a[i]`` and ``curves_b[i]`` are seed i's held-out loss curves of two variants, one
+    value per evaluation, ``every`` training steps apart. For each seed the gap ``a - b`` is
+    fitted by a straight line over the points ``start`` to the last (at least three points), and
+    the slope is returned in loss units per 1000 training steps. Unlike :func:`gap_change`, which
+    reads only the two end points, the fit uses every point between them, so a gap that closes
+    steadily is seen even when the end points alone are noisy.
+    """
+    if len(curves_a) != len(curves_b) or len(curves_a) < 2:
+        raise ValueError(f"gap_slopes needs the same number (>= 2) of seeds' curves on both "
+                         f"sides, got {len(curves_a)} and {len(curves_b)}")
+    if not isinstance(every, int) or every < 1:
+        raise ValueError(f"every must be the positive number of steps between curve points, "
+                         f"got {every!r}")
+    slopes = []
+    for a, b in zip(curves_a, curves_b):
+        if len(a) != len(b):
+            raise ValueError(f"gap_slopes needs curves of equal length per seed, got {len(a)} "
+                             f"and {len(b)}: pair runs evaluated at the same steps")
+        if not 0 <= start <= len(a) - 3:
+            raise ValueError(f"start must leave at least three curve points to fit "
+                             f"(0..{len(a) - 3}), got {start}")
+        gap = torch.tensor([float(x) - float(y) for x, y in zip(a[start:], b[start:])],
+                           dtype=torch.float64)
+        x = torch.arange(len(gap), dtype=torch.float64) * every
+        xc = x - x.mean()
+        slopes.append(float((xc * (gap - gap.mean())).sum() / (xc * xc).sum()) * 1000)
+    return slopes

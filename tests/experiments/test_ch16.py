@@ -94,3 +94,32 @@ def test_gap_change_names_bad_input():
         ch16.gap_change([[1.0, 2.0]], [[1.0, 2.0], [1.0, 2.0]], start=0)
     with pytest.raises(ValueError, match="start must index"):
         ch16.gap_change([[1.0, 2.0]] * 2, [[1.0, 2.0]] * 2, start=1)
+
+
+def test_gap_slopes_sees_a_steady_trend_that_noisy_end_points_hide():
+    steps = torch.arange(13, dtype=torch.float64)
+    base = [3.0 - 0.1 * steps + 0.001 * s for s in range(4)]
+    # every seed's gap closes by 0.01 per point; the last point carries noise of both signs
+    noise = [0.03, -0.02, 0.025, -0.03]
+    closing = [b + 0.1 - 0.01 * steps + torch.where(steps >= 12, noise[s], 0.0)
+               for s, b in enumerate(base)]
+    slopes = ch16.gap_slopes(closing, base, start=8, every=100)
+    assert all(s < 0 for s in slopes)
+    # against numpy's least-squares fit of the same points (per 1000 steps)
+    import numpy as np
+    x = np.arange(8, 13) * 100
+    for s, c in enumerate(closing):
+        gap = (c - base[s]).numpy()[8:]
+        assert abs(slopes[s] - 1000 * np.polyfit(x, gap, 1)[0]) < 1e-9
+    # a flat gap fits a slope of zero
+    flat = [b + 0.01 for b in base]
+    assert all(abs(s) < 1e-9 for s in ch16.gap_slopes(flat, base, start=8, every=100))
+
+
+def test_gap_slopes_names_bad_input():
+    with pytest.raises(ValueError, match="same number"):
+        ch16.gap_slopes([[1.0, 2.0, 3.0]], [[1.0, 2.0, 3.0]] * 2, start=0)
+    with pytest.raises(ValueError, match="three curve points"):
+        ch16.gap_slopes([[1.0, 2.0, 3.0]] * 2, [[1.0, 2.0, 3.0]] * 2, start=1)
+    with pytest.raises(ValueError, match="every must be"):
+        ch16.gap_slopes([[1.0, 2.0, 3.0]] * 2, [[1.0, 2.0, 3.0]] * 2, start=0, every=0)
