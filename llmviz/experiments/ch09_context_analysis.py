@@ -1,4 +1,5 @@
-"""Reading chapter 9's context record: retrieval of a planted copy at growing distance, and the
+"""Reading chapter 9's context record: the gain from a planted copy at growing distance (read as
+retrieval only where the copy's bytes must be in order, :func:`order_check`), and the
 spread (dilution) of the attention with length, each with the checks that make it decidable."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from ..evidence import Check, Claim, beats_baseline, positive_control, summarize
 from . import ch09
 from .ch09_analysis import not_broken_at_8t, works_within_t
 
-__all__ = ["copy_gain", "retrieval_claims", "dilution", "dilution_claims"]
+__all__ = ["copy_gain", "order_check", "retrieval_claims", "dilution", "dilution_claims"]
 
 
 def _context_checks(cx, v: str, bigram: float) -> list[Check]:
@@ -31,21 +32,42 @@ def copy_gain(cx, v: str, key: str) -> list[float]:
     return [node(r)["none"] - node(r)["plant"] for _, r in cx.items()]
 
 
-def retrieval_claims(cx, size: Any, bigram: float, key: str, race=None) -> dict[str, Claim]:
+def order_check(v: str, order: list[float], where: str = "") -> Check:
+    """Whether the planted-copy test measures retrieval at all for ``v``: per seed, the loss of
+    the repeat with a shuffled copy (the same bytes in a random order) minus with the copy in
+    order, within T (:func:`.ch09_shuffle.order_gain`). It passes when the order is worth more
+    than 0.02 nats per byte (whole interval), the bar the copy test's own control uses; a model
+    that gains as much from the shuffled bytes profits from their presence, not from the string.
+    ``where`` names the models it was measured on."""
+    est = summarize(order)
+    return positive_control("the copy's gain within T needs its bytes in order (in order minus "
+                            f"shuffled > 0.02 nats{where})", est.low > 0.02,
+                            f"{v}: {est.format('.3f')} nats per byte")
+
+
+def retrieval_claims(cx, size: Any, bigram: float, key: str, race=None,
+                     order: dict[str, list[float]] | None = None) -> dict[str, Claim]:
     """For each scheme of the context record ``cx``: a copy planted ``key`` back (in units of T)
-    in a window of 8T helps at least half as much as one T/2 back inside a window of T (the
-    ratio of the two gains, per seed). With the race's runs ``race`` (the same models), each
-    scheme must also work within T (:func:`works_within_t`) and not be broken at 8T
-    (:func:`not_broken_at_8t`): a broken model's loss at 8T has room a copy can lower without
-    any retrieval."""
+    in a window of 8T lowers the loss of the repeat at least half as much as one T/2 back inside
+    a window of T (the ratio of the two gains, per seed). With the race's runs ``race`` (the same
+    models), each scheme must also work within T (:func:`works_within_t`) and not be broken at
+    8T (:func:`not_broken_at_8t`): a broken model's loss at 8T has room a copy can lower without
+    any retrieval. With ``order`` (per scheme, per seed: what the order of the copy's bytes is
+    worth within T, :func:`order_check`), the gain must also need the bytes in order before it
+    is read as retrieval."""
     out = {}
     for v in cx[cx.seeds[0]]:
         extra = [] if race is None else [works_within_t(race, v), not_broken_at_8t(race, v)]
+        if order is not None:
+            if v not in order:
+                raise ValueError(f"order has no entry for {v!r}; pass the order gains of "
+                                 f"every scheme of the record: {', '.join(cx[cx.seeds[0]])}")
+            extra.append(order_check(v, order[v], " on the live models of the same recipe"))
         # a control gain at or below 0 fails the check (the verdict is then "cannot decide")
         far, near = copy_gain(cx, v, key), copy_gain(cx, v, "control")
         ratio = [a / max(b, 1e-6) for a, b in zip(far, near)]
-        out[v] = Claim(f"{v} retrieves a string planted {key} back at least half as well as "
-                       "one within T", summarize(ratio), threshold=0.5, direction=">",
+        out[v] = Claim(f"a copy planted {key} back lowers {v}'s loss on the repeat at least half "
+                       "as much as one within T", summarize(ratio), threshold=0.5, direction=">",
                        quantity=f"{v}: gain from a copy {key} back in a window of 8T / gain from "
                        "a copy T/2 back in a window of T",
                        id=f"ch09_retrieves_{key.replace('.', '_').lower()}_{v.lower()}",

@@ -220,6 +220,22 @@ def test_ngram_bar_gates_the_rankings_and_not_a_model_against_itself():
     assert loose["alibi_best"].verdict == HOLDS and loose["rope"].verdict == FAILS
 
 
+def test_retrieval_claims_need_the_copy_in_order_to_beat_a_shuffled_copy():
+    cx = _context_runs(control=0.2, far=0.15)
+    assert retrieval_claims(cx, "record", 9.87, "7T")["near"].verdict == HOLDS
+    # the same gains, but a shuffled copy helps as much (order worth ~0): not retrieval
+    same = retrieval_claims(cx, "record", 9.87, "7T",
+                            order={"near": [0.001, -0.002, 0.0], "wide": [0.0, 0.0, 0.001]})
+    assert same["near"].verdict == CANNOT_DECIDE
+    assert not same["near"].checks[-1].passed and "shuffled" in same["near"].checks[-1].name
+    # the order worth more than 0.02 nats in every seed: the box is read again
+    ordered = retrieval_claims(cx, "record", 9.87, "7T",
+                               order={"near": [0.1, 0.11, 0.12], "wide": [0.1, 0.11, 0.12]})
+    assert ordered["near"].verdict == HOLDS and ordered["near"].checks[-1].passed
+    with pytest.raises(ValueError, match="order has no entry for 'wide'"):
+        retrieval_claims(cx, "record", 9.87, "7T", order={"near": [0.1, 0.11, 0.12]})
+
+
 def test_retrieval_and_dilution_need_a_model_that_works_and_is_not_broken():
     cx = _context_runs(control=0.2, far=0.15)
     table = {"near": (4.0, 4.0, 4.0, 4.0), "wide": (4.0, 10, 20, 40)}  # wide: broken at 8T

@@ -103,3 +103,36 @@ def test_max_scores_split_the_last_querys_scores_at_the_training_length():
     assert got["far"][0] == pytest.approx(float(s[..., distance >= 64].amax(-1).mean()), rel=1e-5)
     assert got["near"][0] == pytest.approx(float(s[..., distance < 64].amax(-1).mean()), rel=1e-5)
     assert len(got["far"]) == model.config.n_layers
+
+
+@torch.no_grad()
+def test_shuffle_control_repeats_copy_losses_and_plants_the_same_bytes_out_of_order():
+    from llmviz.experiments.ch09_shuffle import order_gain, shuffle_control
+    model, tokens = _model("RoPE"), ch09.data()[1]
+    ends = tail_ends(len(tokens), max_length=128, tail=16, n_ends=4)
+    length, d, k = 100, 40, 8
+    got = shuffle_control(model, tokens, ends, length, d, k, seed=3)
+    ref = copy_losses(model, tokens, ends, length, d, k)
+    assert got["none"] == pytest.approx(ref["none"], rel=1e-6)
+    assert got["plant"] == pytest.approx(ref["plant"], rel=1e-6)
+    # the shuffled plant, rebuilt by hand: a permutation of the segment's bytes, one per window
+    gen = torch.Generator().manual_seed(3)
+    losses = []
+    for i, e in enumerate(ends.tolist()):
+        w = tokens[e - length : e + 1].clone()
+        other = int(ends[(i - 2) % 4])
+        seg = tokens[other - k + 1 : other + 1]
+        w[-k:] = seg
+        w[length + 1 - k - d : length + 1 - d] = seg[torch.randperm(k, generator=gen)]
+        assert sorted(w[-k - d : -d].tolist()) == sorted(seg.tolist())
+        logits = model(w[None, :-1].to(lv.device())).logits[0].float()
+        losses.append(F.cross_entropy(logits[-(k - 1):], w[-(k - 1):].to(lv.device())))
+    assert got["shuffled"] == pytest.approx(float(torch.stack(losses).mean()), rel=1e-5)
+    gains = order_gain(got)
+    assert gains["gain"] - gains["shuffled_gain"] == pytest.approx(gains["order"], abs=1e-9)
+    with pytest.raises(ValueError, match="missing \\['shuffled'\\]"):
+        order_gain(ref)
+    with pytest.raises(ValueError, match="distance >= copy_len"):
+        shuffle_control(model, tokens, ends, 64, 4, 8)
+    with pytest.raises(ValueError, match="use a distance up to 57"):
+        shuffle_control(model, tokens, ends, 64, 60, 8)
