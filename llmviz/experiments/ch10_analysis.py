@@ -110,7 +110,8 @@ def longer_training_floor(copies_gap: float | None = None) -> dict[str, Any]:
 
     Returns ``lows`` (per seed), ``gate``, ``margins`` (lows minus gate), ``steps``, ``passes``
     (over the training text), ``d_model``, ``n_layers``, ``rises`` (the loss ends above its lowest
-    point in every seed), ``passed`` (some seed's lowest point is below the gate on all windows),
+    point in every seed), ``break_even`` (per seed: the loss on the copied windows above which its
+    loss on the clean windows is below the n-gram's there), ``passed`` (some seed's lowest point is below the gate on all windows),
     ``dup`` (:func:`gate_duplication` without its tensors), ``text``, a clause for the pages, and
     ``sentence``, the same as a question and its answer ("Would training longer pass the gate? ...");
     raises FileNotFoundError when the record is absent.
@@ -127,6 +128,10 @@ def longer_training_floor(copies_gap: float | None = None) -> dict[str, Any]:
     passes = p["steps"] * p["batch_size"] * p["seq_len"] / len(ch10.data()[0])
     rises = all(c[-1] - min(c) > 0.01 for c in curves)
     passed = min(lows) < gate.loss
+    # windows are equal-sized, so all = (n_dup * dup + (n - n_dup) * clean) / n per model: the loss on
+    # the copied windows above which a seed's loss on the clean ones is below the n-gram's clean loss
+    n, k = dup["n"], dup["n_dup"]
+    break_even = [(n * x - (n - k) * dup["clean"]) / k for x in lows]
     head = (f"the book's longest-trained record, ch15_llama (width {p['d_model']}, {p['n_layers']} layers, "
             f"{p['steps']} steps, {passes:.1f} passes over the training text), bottoms out at "
             f"{', '.join(f'{x:.3f}' for x in lows)} nats/byte per seed against the {gate.name}'s {gate.loss:.3f} "
@@ -142,7 +147,13 @@ def longer_training_floor(copies_gap: float | None = None) -> dict[str, Any]:
                 + f". Part of that margin is the held-out windows that occur verbatim in the training text "
                   f"({dup['n_dup']} of {dup['n']}): the n-gram scores {dup['dup']:.3f} on them against "
                   f"{dup['clean']:.3f} on the rest, and {share}. The record keeps one loss per run, so "
-                  "whether training longer passes the gate on the windows with no copy is not measured here")
+                  "whether training longer passes the gate on the windows with no copy is not measured here; "
+                  f"what the numbers bound: a seed's lowest point is below the n-gram's {dup['clean']:.3f} on "
+                  f"the windows with no copy exactly when its own loss on the {dup['n_dup']} copied windows "
+                  f"is above {', '.join(f'{x:.3f}' for x in break_even)} (per seed), against the n-gram's "
+                  f"{dup['dup']:.3f} there, so it passes on clean text unless it predicts the copied passages "
+                  "nearly as well as the count table does")
     return {"lows": lows, "gate": gate.loss, "margins": margins, "steps": p["steps"], "passes": passes,
             "d_model": p["d_model"], "n_layers": p["n_layers"], "rises": rises, "passed": passed, "dup": dup,
+            "break_even": break_even,
             "text": text, "sentence": f"Would training longer pass the gate? {text[0].upper()}{text[1:]}."}

@@ -109,6 +109,11 @@ def test_longer_training_floor_reads_ch15s_record_against_its_gate():
     if not floor["passed"]:
         assert f"{dup['clean']:.3f}" in floor["text"]
         assert "+0.024 nats/byte" in ch10_analysis.longer_training_floor(0.024)["text"]
+        # the bound: at the break-even copied-window loss, the clean-window loss equals the n-gram's
+        n, k = dup["n"], dup["n_dup"]
+        for low, be in zip(floor["lows"], floor["break_even"]):
+            assert (n * low - k * be) / (n - k) == pytest.approx(dup["clean"])
+            assert f"{be:.3f}" in floor["text"]
 
 
 def test_gate_duplication_rejects_a_gate_of_another_window():
