@@ -38,7 +38,7 @@ def norm_checks(runs, baseline: float, baseline_name: str = "the byte n-gram") -
     non-rejection already reads "not resolved" (see :func:`norm_power`).
     """
     losses = {v: runs.values(v, "val_loss") for v in ch10.VARIANTS}
-    return [beats_baseline(losses, baseline, name=f"required that both models beat {baseline_name}")]
+    return [beats_baseline(losses, baseline, name=f"the requirement that both models beat {baseline_name}")]
 
 
 def norm_power(runs) -> Check:
