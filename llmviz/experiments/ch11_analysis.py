@@ -224,7 +224,7 @@ def shallow_post_trains(runs, lo: int, plateau: float) -> Check:
     (not depth) already stops post-norm, and "it still trains at 12 layers" cannot be tested."""
     losses = _v(runs, f"post L={lo}", "loss")
     off = sum(v < plateau - LEFT for v in losses)
-    return Check(f"the recipe lets post-norm train at {lo} layers: every seed leaves the unigram plateau",
+    return Check(f"the requirement that the recipe let post-norm train at {lo} layers: every seed leaves the unigram plateau",
                  off == len(losses), f"{off} of {len(losses)} seeds end {LEFT:g}+ nats below {plateau:.2f}")
 
 

@@ -75,7 +75,7 @@ def depth_claim(runs: Any, variants: Any, depths: Any, size: Any, baseline: floa
     pick, edges = picks(runs, variants, depths, rate=rate)
     loss = {L: runs.values(pick[L], "val_loss") for L in (wide, deep)}
     checks = [beats_baseline({f"L={L}": loss[L] for L in (wide, deep)}, baseline,
-                             name=f"both compared shapes beat the {baseline_name}")]
+                             name=f"the requirement that both compared shapes beat the {baseline_name}")]
     if rate is None:
         checks += [edges[wide], edges[deep], rate_control(runs, variants, pick, (wide, deep))]
     how = f"all at rate {rate:g}" if rate is not None else "each at its own learning rate"

@@ -199,10 +199,11 @@ def control_check(comparison: Comparison, *, threshold: float = 1.0) -> Check:
     The ratio's interval decides "ours / peer < threshold" (or its opposite) only if it lies on
     one side of the threshold; this check asks for more: the interval widened on each side by
     what the peer against itself shows in the same rounds (:meth:`Comparison.ratio_beyond_control`)
-    must give the same verdict. It passes when it does, or when the interval decides nothing
-    anyway (the verdict is then "not resolved"); it fails when the rounds alone would decide
-    but the machine's noise now is as large as the margin, and the claim's verdict becomes
-    "cannot decide".
+    must give the same verdict. It passes when it does; it fails when the rounds alone would
+    decide but the machine's noise now is as large as the margin, and the claim's verdict
+    becomes "cannot decide". When the interval decides nothing the check has no reading to
+    guard: it is then named for that ("no reading for the A/A control to overturn"), not for an
+    effect larger than the control, and passes, leaving the verdict "not resolved".
 
     Args:
         comparison: from :func:`compare`; one without a control fails the check whenever its
@@ -231,8 +232,13 @@ def control_check(comparison: Comparison, *, threshold: float = 1.0) -> Check:
         clear = threshold / r.high if r.high < threshold else r.low / threshold
         margin = (f"the ratio's interval ends a factor {clear:.3g} away from {threshold:g}, "
                   f"the control's reach a factor {1 + c.control_reach:.3g}")
+    if plain == UNRESOLVED:  # nothing decided, so the control has nothing to overturn
+        name = ("no reading for the A/A control (the peer timed against itself) to overturn: "
+                "the ratio's interval decides nothing")
+    else:
+        name = "the effect is larger than the A/A control (the peer timed against itself)"
     return Check(
-        "the effect is larger than the A/A control (the peer timed against itself)",
+        name,
         passed,
         f"{seen}; {margin}" + ("" if passed else "; cannot decide on this machine now"),
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from llmviz.evidence import CANNOT_DECIDE
+from llmviz.evidence import CANNOT_DECIDE, HOLDS, UNRESOLVED
 from llmviz.evidence.seeds import Runs
 from llmviz.experiments import ch10, ch10_analysis
 from llmviz.norm import LayerNorm, RMSNorm
@@ -68,8 +68,22 @@ def test_equivalence_claims_on_known_data():
     assert ch10_analysis.norm_claims(worse, "test", baseline=1.5)["not_worse"].verdict == "does not hold"
     # both models lose to the 5-gram: the comparison cannot decide
     assert ch10_analysis.norm_claims(same, "test", baseline=1.1)["not_worse"].verdict == CANNOT_DECIDE
+    # seeds too noisy to detect the margin: the claims read "not resolved", power is no veto
     noisy = _runs([1.0, 1.3, 1.1], [1.2, 1.0, 1.25])
-    assert ch10_analysis.norm_claims(noisy, "test", baseline=1.5)["not_better"].verdict == CANNOT_DECIDE
+    assert not ch10_analysis.norm_power(noisy).passed
+    assert ch10_analysis.norm_claims(noisy, "test", baseline=1.5)["not_better"].verdict == UNRESOLVED
+
+
+def test_low_power_does_not_overturn_a_one_sided_rejection():
+    # differences -0.0206, +0.0002, -0.0121 (the shape of the ch10 record): the 95% interval lies
+    # below +0.03, so "no worse" holds, although three seeds detect only about 0.032 with 80% power
+    rms, layer = [1.2794, 1.3002, 1.2879], [1.3, 1.3, 1.3]
+    runs = _runs(rms, layer)
+    assert ch10_analysis.norm_diff(runs).high < ch10_analysis.MARGIN
+    assert not ch10_analysis.norm_power(runs).passed
+    claims = ch10_analysis.norm_claims(runs, "test", baseline=1.5)
+    assert claims["not_worse"].verdict == HOLDS
+    assert all("detect" not in c.name for c in claims["not_worse"].checks)
 
 
 def test_longer_training_floor_reads_ch15s_record_against_its_gate():
@@ -95,6 +109,11 @@ def test_longer_training_floor_reads_ch15s_record_against_its_gate():
     if not floor["passed"]:
         assert f"{dup['clean']:.3f}" in floor["text"]
         assert "+0.024 nats/byte" in ch10_analysis.longer_training_floor(0.024)["text"]
+        # the bound: at the break-even copied-window loss, the clean-window loss equals the n-gram's
+        n, k = dup["n"], dup["n_dup"]
+        for low, be in zip(floor["lows"], floor["break_even"]):
+            assert (n * low - k * be) / (n - k) == pytest.approx(dup["clean"])
+            assert f"{be:.3f}" in floor["text"]
 
 
 def test_gate_duplication_rejects_a_gate_of_another_window():

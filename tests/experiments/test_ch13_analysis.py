@@ -53,12 +53,12 @@ def test_a_model_above_the_bigram_or_a_rate_on_the_edge_means_cannot_decide():
     above = ana.depth_claim(_runs(_grid(1.8)), VARIANTS, DEPTHS, "test", baseline=1.9,
                             matched="total parameters")
     assert above.verdict == CANNOT_DECIDE and not above.checks[0].passed
-    assert above.checks[0].name == "both compared shapes beat the byte bigram"
+    assert above.checks[0].name == "the requirement that both compared shapes beat the byte bigram"
     # the same runs against a stronger count model (the chapter passes the best byte n-gram)
     ngram = ana.depth_claim(_runs(_grid(1.8)), VARIANTS, DEPTHS, "test", baseline=1.75,
                             matched="total parameters", baseline_name="byte 5-gram")
     assert ngram.verdict == CANNOT_DECIDE
-    assert ngram.checks[0].name == "both compared shapes beat the byte 5-gram" and not ngram.checks[0].passed
+    assert ngram.checks[0].name == "the requirement that both compared shapes beat the byte 5-gram" and not ngram.checks[0].passed
     edge = ana.depth_claim(_runs(_grid(1.8, deep_at=0.003)), VARIANTS, DEPTHS, "test", baseline=2.4,
                            matched="training FLOPs per token", suffix="_x")
     assert edge.verdict == CANNOT_DECIDE and edge.id == "ch13_flops_x"

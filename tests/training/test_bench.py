@@ -222,6 +222,26 @@ def test_an_unresolved_interval_stays_not_resolved():
     assert speed_claim(c).verdict == UNRESOLVED and control_check(c).passed
 
 
+def test_an_unresolved_interval_is_not_labelled_as_beating_the_control():
+    # a 7% gap whose interval straddles 1, under an A/A reach larger than the gap: the check must
+    # not claim the effect exceeds the control; it says there is no reading to guard
+    straddle = (1.0 / 1.07 * f for f in (0.88, 1.12, 0.95, 1.08, 0.90, 1.10))
+    c = _comparison(tuple(straddle), NOISY_AA)
+    assert c.ratio.low < 1 < c.ratio.high
+    check = control_check(c)
+    assert check.passed
+    assert "larger than the A/A control" not in check.name
+    assert check.name.startswith("no reading for the A/A control")
+    assert "decides nothing" in check.name and "does not clear 1 anyway" in check.detail
+
+
+def test_a_decided_interval_keeps_the_effect_label_passed_or_failed():
+    for ours, passed in ((LARGE, True), (SMALL, False)):
+        check = control_check(_comparison(ours, NOISY_AA))
+        assert check.passed is passed
+        assert check.name.startswith("the effect is larger than the A/A control")
+
+
 def test_the_widened_interval_contains_the_plain_one():
     c = _comparison(SMALL, NOISY_AA)
     r, w = c.ratio, c.ratio_beyond_control()
