@@ -31,7 +31,7 @@ from ..runtime import device as _best_device
 from ..runtime import run_size
 from ._glue import _glue, glue_number, glue_text
 from .stats import Estimate
-from .validity import Check, as_checks, format_min_detectable, min_detectable
+from .validity import Check, as_checks, format_min_detectable, min_detectable, power_sentence
 from .verdict import CANNOT_DECIDE, FAILS, HOLDS, Direction, decide
 
 __all__ = ["Claim", "glue_number", "glue_text", "CLAIMS_DIR_ENV", "CHAPTER_ENV", "claims_file"]
@@ -184,6 +184,8 @@ class Claim:
         """:attr:`min_detectable` as text: ``"±0.031"``, ``"1.15x"``."""
         return format_min_detectable(self.estimate, self.fmt, self.unit)
 
+    power_line = property(lambda self: power_sentence(self.estimate, self.threshold, self.fmt, self.unit))
+
     @property
     def effect(self) -> str:
         """The measured centre as text ("+0.042", "1.84x")."""
@@ -296,8 +298,8 @@ class Claim:
         why = f" ({self._because()})" if self._because() else ""
         return (
             f"Claim: {self.text}\n  test: {self.test}\n  measured: {self.effect}, "
-            f"{self.estimate.level:.0%} interval {self.interval}; smallest effect detected 4 times in 5 "
-            f"{self.detectable}{checks}\n  verdict: {self.verdict}{why}\n  ({self._details()})"
+            f"{self.estimate.level:.0%} interval {self.interval}{self.power_line}{checks}\n"
+            f"  verdict: {self.verdict}{why}\n  ({self._details()})"
         )
 
     def _repr_markdown_(self) -> str:
@@ -307,7 +309,7 @@ class Claim:
         return (
             f"> **Claim under test:** {self.text}  \n"
             f"> `{self.test}`: measured {self.effect}, {self.estimate.level:.0%} interval "
-            f"{self.interval}; smallest effect detected 4 times in 5 {self.detectable}  \n{checks}"
+            f"{self.interval}{self.power_line}  \n{checks}"
             f"> **Verdict: {self.verdict}**{why} ({self._details()})"
         )
 
@@ -327,7 +329,7 @@ class Claim:
             f'<div style="font-weight:600">{esc(self.text)}</div>'
             f'<div><code style="color:inherit;background:transparent">{esc(self.test)}</code>'
             f": measured <b>{esc(self.effect)}</b>, {self.estimate.level:.0%} interval "
-            f"{esc(self.interval)}; smallest effect detected 4 times in 5 {esc(self.detectable)}</div>"
+            f"{esc(self.interval)}{esc(self.power_line)}</div>"
             f"{self._checks_html()}"
             f'<div>Verdict: <span style="font-weight:700;padding:0 0.4em;border-radius:4px;'
             f'background:rgba({rgb},0.22)">{esc(self.verdict)}</span>'

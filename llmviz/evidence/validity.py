@@ -37,6 +37,7 @@ __all__ = [
     "can_detect",
     "min_detectable",
     "format_min_detectable",
+    "power_sentence",
     "as_checks",
     "CANNOT_DECIDE",
 ]
@@ -217,6 +218,19 @@ def format_min_detectable(estimate: Estimate, fmt: str = ".3g", unit: str = "") 
     if estimate.kind == "ratio":
         return f"{value:{fmt}}x"
     return f"±{value:{fmt}}{unit}"
+
+
+def power_sentence(estimate: Estimate, threshold: float, fmt: str = ".3g", unit: str = "") -> str:
+    """A claim box's power sentence, read against its threshold: ``"; a true value within ±0.031
+    of 0.5 would be missed more than one time in five"`` (a ratio: within a factor of it). Empty
+    for a computed (exact) value, which has no sampling error to miss by."""
+    value = min_detectable(estimate)
+    if estimate.kind == "exact":
+        return ""
+    if math.isinf(value):
+        return f"; with n = {estimate.n} no effect, however large, would be detected reliably"
+    within = (f"a factor {value:{fmt}}" if estimate.kind == "ratio" else f"±{value:{fmt}}{unit}")
+    return f"; a true value within {within} of {threshold:g} would be missed more than one time in five"
 
 
 def can_detect(estimate: Estimate, effect: float, *, name: str | None = None) -> Check:

@@ -153,7 +153,7 @@ def test_box_and_record_show_size_checks_and_smallest_detectable_effect(tmp_path
         assert "cannot decide at this size" in text
         assert "FAILED" in text and "beats the byte bigram" in text
         assert "passed" in text and "retrieves a planted string" in text
-        assert f"smallest effect detected 4 times in 5 {detect}" in text
+        assert f"a true value within {detect} of 0 would be missed more than one time in five" in text
         assert "n = 3 · live run, cpu size · device cpu" in text or "live run, full size" in text
         assert "the interval alone reads &#x27;holds&#x27;" in text or (
             "the interval alone reads 'holds'" in text)
@@ -181,3 +181,21 @@ def test_glue_without_register_writes_no_record(tmp_path, monkeypatch):
     assert (tmp_path / "10_quoted_only.jsonl").exists()
     with pytest.raises(TypeError, match="register must be True or False, got 'no'"):
         claim.glue("ch10_twin", register="no")
+
+
+def test_the_power_line_reads_against_the_threshold_and_is_absent_for_computed_values():
+    from llmviz.evidence import Estimate, paired_ratio
+
+    diff = Claim("accuracy beats chance", paired([0.9, 0.95, 0.97], [0.0, 0.0, 0.0]),
+                 threshold=0.5, id="ch02_x", device="cpu")
+    assert diff.power_line == (f"; a true value within ±{diff.min_detectable:.3g} of 0.5 would be "
+                               "missed more than one time in five")
+    ratio = Claim("A is faster", paired_ratio([1.0, 1.1, 0.9], [2.0, 2.1, 2.0]), threshold=1.0,
+                  direction="<", id="ch03_x", device="cpu")
+    assert ratio.power_line.startswith(f"; a true value within a factor {ratio.min_detectable:.3g} of 1 ")
+    exact = Claim("the mask is causal", Estimate.exact(1.0), threshold=0.5, id="ch01_x", device="cpu")
+    assert exact.power_line == ""
+    for text in (str(exact), exact._repr_markdown_(), exact._repr_html_()):
+        assert "4 times in 5" not in text and "missed" not in text
+        assert "exact (computed, not sampled)" in text
+    assert exact.detectable == "any (computed)"  # the glued text other pages quote is unchanged
