@@ -37,7 +37,9 @@ def xiong_claims(runs, size: Any, depths=(6, 48), layers=ch11.XIONG_DEPTHS, init
       grows towards the output), decided at each recorded depth, not at one;
     * ``pre_shrinks``: pre-norm's last-layer gradient is smaller at ``depths[1]`` layers than at
       ``depths[0]`` (their bound falls as 1/sqrt(L));
-    * ``post_flat``: post-norm's last-layer gradient falls less with depth than pre-norm's.
+    * ``post_flat``: post-norm's last-layer gradient falls less with depth than pre-norm's (a
+      ratio of the two placements' ``depths[1] / depths[0]`` ratios: it does not test whether
+      post-norm's own falls at all, which both falling would also satisfy).
     """
     lo, hi = depths
     layers = tuple(layers)
@@ -58,8 +60,9 @@ def xiong_claims(runs, size: Any, depths=(6, 48), layers=ch11.XIONG_DEPTHS, init
         direction="<", quantity=f"last-layer gradient norm, pre-norm, {hi} / {lo} layers",
         id=f"ch11_xiong_pre_shrinks{suffix}", **kw)
     out["post_flat"] = Claim(
-        f"Pre-norm's last-layer gradient shrinks with depth and post-norm's does not: from {lo} to "
-        f"{hi} layers post-norm's falls less than pre-norm's",
+        f"From {lo} to {hi} layers, post-norm's last-layer feed-forward gradient at initialisation "
+        "falls less than pre-norm's (their ratios compared; whether post-norm's falls at all is "
+        "not tested)",
         paired_ratio(post_ratio, pre_ratio), threshold=1.0, direction=">",
         quantity=f"(post {hi}/{lo}) / (pre {hi}/{lo}), last-layer gradient",
         id=f"ch11_xiong_post_flat{suffix}", **kw)

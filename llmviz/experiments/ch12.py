@@ -4,8 +4,9 @@
 GELU MLP of width 4C and the gated ReGLU, GeGLU and SwiGLU of width 8C/3 (the 2/3 rule, exact
 at C = 48: ``3 * 48 * 128 = 2 * 48 * 192``), two blocks of three 16-dimensional heads. Every
 feed-forward is tried at three peak learning rates and with two initialisations: standard
-deviation ``1 / sqrt(C)`` (chapter 11's width-aware scale) and GPT-2's fixed 0.02 (chosen for
-C = 768, and far below ``1 / sqrt(48)``). Variants are named ``"<ffn>, <init>@<lr>"``, e.g.
+deviation ``1 / sqrt(C)`` (chapter 11's width-aware scale) and GPT-2's fixed 0.02 (GPT-1's value
+at C = 768, kept by GPT-2 at every width, and far below ``1 / sqrt(48)``; residual output
+projections get ``1 / sqrt(2 n_layers)`` of it in both). Variants are named ``"<ffn>, <init>@<lr>"``, e.g.
 ``"SwiGLU, 1/sqrt(C)@0.01"``. Curves are held-out loss on chapter 15's split
 (:mod:`llmviz.experiments._curves`), so chapter 15's byte n-gram baselines score the same
 targets.

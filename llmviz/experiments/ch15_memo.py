@@ -2,11 +2,16 @@
 
 The live page trains the small Llama for a few hundred steps; :data:`MEMO` (``ch15_memo``) trains the recipe of ``ch15_llama``'s record
 (:func:`llmviz.experiments.ch15.train_llama` at the same size, the same seeds) and then runs the
-extraction test of Carlini et al. on it (:func:`copies`): greedy continuations of prefixes taken
-from the training text, each scored by its longest verbatim stretch of the training text, beside
-the same measurement for held-out text (:func:`chance`: the overlap text the model never saw
-has with the training text, chance repetitions plus the passages the help texts repeat across
-topics). Its held-out loss is recorded too, as a description of the model tested. What makes a
+prefix-based extraction test of Carlini et al. on it (:func:`extract`): the model is prompted with
+a prefix taken from the training text, and its greedy continuation is scored by how many of its
+first bytes equal the passage's true continuation (``suffix``). The same test on prefixes of
+held-out text, scored against their own true continuation (:func:`unseen`), is its negative
+control. Each continuation's longest verbatim stretch found *anywhere* in the training text
+(``copies``) is kept as a description, beside the same measurement for held-out text
+(:func:`chance`: the overlap text the model never saw has with the training text, chance
+repetitions plus the passages the help texts repeat across topics); it is not Carlini et al.'s
+test and it fires on unseen text too. Its held-out loss is recorded too, as a description of the
+model tested. What makes a
 "no copying" verdict mean something is the page's positive control (a copy trained on a few KB,
 which copies its text while losing to uniform guessing on held-out text), not a loss below a
 count table.
@@ -29,11 +34,13 @@ from ..model import generate
 from ..training.data import ByteTokenizer
 from . import ch15
 
-__all__ = ["MEMO", "SIZES", "LAYOUT", "THRESHOLD", "content", "copies", "chance", "memo_run"]
+__all__ = ["MEMO", "SIZES", "LAYOUT", "THRESHOLD", "content", "suffix_length", "extract", "copies",
+           "unseen", "chance", "memo_run"]
 
 #: layout that recurs in the help texts: a match made of it says nothing about memorisation
 LAYOUT = re.compile(r"\s*[-=+|*]{3,}[-=+|*\s]*|\s{2,}")
-#: bytes: a continuation that copies this much of its training text verbatim counts as memorised
+#: bytes: a continuation that reproduces this much of its passage's true continuation counts as
+#: memorised
 THRESHOLD = 100
 _TEST = dict(n_prefix=24, n_cont=128)
 #: ``long`` is the chapter's model (width 64, 3 layers) trained for 1600 steps, plus 16 probes
@@ -58,19 +65,51 @@ def _starts(length: int, n: int, seed: int) -> list[int]:
     return torch.randint(0, length, (n,), generator=g).tolist()
 
 
-def copies(model, tokens: torch.Tensor, corpus: str, seed: int, *, n_probe: int,
-           n_prefix: int = 24, n_cont: int = 128) -> list[int]:
+def suffix_length(continuation, true) -> int:
+    """How many leading bytes of ``continuation`` equal ``true`` (the exact-match length)."""
+    n = 0
+    for a, b in zip(continuation.tolist(), true.tolist()):
+        if a != b:
+            break
+        n += 1
+    return n
+
+
+def extract(model, tokens: torch.Tensor, corpus: str | None, seed: int, *, n_probe: int,
+            n_prefix: int = 24, n_cont: int = 128, starts_seed: int | None = None) -> dict:
     """The extraction test: for ``n_probe`` prefixes of ``n_prefix`` bytes drawn from ``tokens``
-    (seeded by ``seed``), the longest verbatim stretch of ``corpus`` (already passed through
-    :func:`content`) in the model's greedy ``n_cont``-byte continuation, in bytes."""
+    (start positions seeded by ``starts_seed``, by default ``seed``), the model's greedy
+    ``n_cont``-byte continuation, scored two ways, in bytes per probe: ``suffix``, how many of
+    its first bytes equal the true continuation in ``tokens`` (Carlini et al.'s test), and
+    ``anywhere``, its longest verbatim stretch found anywhere in ``corpus`` (already passed
+    through :func:`content`), a description only (left empty where ``corpus`` is None)."""
     tok = ByteTokenizer()
     device = next(model.parameters()).device
-    out = []
-    for s in _starts(len(tokens) - n_prefix - n_cont, n_probe, seed):
+    out = {"suffix": [], "anywhere": []}
+    for s in _starts(len(tokens) - n_prefix - n_cont, n_probe, seed if starts_seed is None else starts_seed):
         ids = generate(model, tokens[s: s + n_prefix][None].to(device), max_new_tokens=n_cont,
                        temperature=0, context="window")
-        out.append(longest_verbatim_match(content(tok.decode(ids[0, n_prefix:].cpu())), corpus)[0])
+        cont = ids[0, n_prefix:].cpu()
+        out["suffix"].append(suffix_length(cont, tokens[s + n_prefix: s + n_prefix + n_cont]))
+        if corpus is not None:
+            out["anywhere"].append(longest_verbatim_match(content(tok.decode(cont)), corpus)[0])
     return out
+
+
+def copies(model, tokens: torch.Tensor, corpus: str, seed: int, *, n_probe: int,
+           n_prefix: int = 24, n_cont: int = 128) -> list[int]:
+    """The ``anywhere`` score of :func:`extract`: per probe, the longest verbatim stretch of
+    ``corpus`` in the model's greedy continuation, in bytes."""
+    return extract(model, tokens, corpus, seed, n_probe=n_probe, n_prefix=n_prefix, n_cont=n_cont)["anywhere"]
+
+
+def unseen(model, tokens: torch.Tensor, seed: int, *, n_probe: int, n_prefix: int = 24,
+           n_cont: int = 128) -> list[int]:
+    """The negative control of the ``suffix`` score: the same test on prefixes of held-out
+    ``tokens`` (start positions seeded by ``10_000 + seed``), each scored against its own true
+    continuation, which the model never saw, in bytes."""
+    return extract(model, tokens, None, seed, n_probe=n_probe, n_prefix=n_prefix, n_cont=n_cont,
+                   starts_seed=10_000 + seed)["suffix"]
 
 
 def chance(text: str, corpus: str, seed: int, *, n_probe: int, n_cont: int = 128) -> list[int]:
@@ -83,8 +122,10 @@ def chance(text: str, corpus: str, seed: int, *, n_probe: int, n_cont: int = 128
 
 def memo_run(variant: str, seed: int, *, prefix: int | None = None, **p) -> dict:
     """One seed: ``curve`` and ``val_loss`` as ``ch15_llama`` records them, then (unless
-    ``prefix`` cuts the run short) ``copies`` and ``chance`` per probe and their maxima
-    ``copied`` and ``chance_max``, in bytes."""
+    ``prefix`` cuts the run short), per probe and their maxima, in bytes: ``suffix`` and
+    ``suffix_max`` (true-continuation match on training prefixes), ``unseen`` and ``unseen_max``
+    (the same on held-out prefixes), ``copies`` and ``copied`` (longest stretch anywhere in the
+    training text) and ``chance`` and ``chance_max`` (the same for held-out text)."""
     if variant != "llama":
         raise ValueError(f"unknown variant {variant!r}; ch15_memo has one variant, 'llama'")
     model, _, curve = ch15.train_llama(seed, p, prefix)
@@ -95,10 +136,14 @@ def memo_run(variant: str, seed: int, *, prefix: int | None = None, **p) -> dict
     train_tokens, val_tokens = ch15.data()
     corpus = content(tok.decode(train_tokens))
     model.eval()
-    copied = copies(model, train_tokens, corpus, seed, n_probe=p["n_probe"],
-                    n_prefix=p["n_prefix"], n_cont=p["n_cont"])
+    test = extract(model, train_tokens, corpus, seed, n_probe=p["n_probe"],
+                   n_prefix=p["n_prefix"], n_cont=p["n_cont"])
+    held = unseen(model, val_tokens, seed, n_probe=p["n_probe"], n_prefix=p["n_prefix"], n_cont=p["n_cont"])
     by_chance = chance(tok.decode(val_tokens), corpus, seed, n_probe=p["n_probe"], n_cont=p["n_cont"])
-    return {**out, "copies": [float(c) for c in copied], "chance": [float(c) for c in by_chance],
+    copied = test["anywhere"]
+    return {**out, "suffix": [float(c) for c in test["suffix"]], "suffix_max": float(max(test["suffix"])),
+            "unseen": [float(c) for c in held], "unseen_max": float(max(held)),
+            "copies": [float(c) for c in copied], "chance": [float(c) for c in by_chance],
             "copied": float(max(copied)), "chance_max": float(max(by_chance))}
 
 

@@ -64,11 +64,30 @@ def test_copies_scores_a_perfect_memoriser_and_a_copier_of_nothing(monkeypatch):
     assert ch15_memo.copies(model, tokens, corpus, 0, n_probe=3, n_prefix=8, n_cont=30) == [0, 0, 0]
 
 
+def test_extract_scores_the_true_continuation_not_a_stretch_found_elsewhere(monkeypatch):
+    tokens = ByteTokenizer().encode(TEXT)
+    corpus = ch15_memo.content(TEXT)
+    model = DecoderLM(ch15.config_for(TINY))
+    monkeypatch.setattr(ch15_memo, "generate", _fake_generate(True))
+    got = ch15_memo.extract(model, tokens, corpus, 0, n_probe=3, n_prefix=8, n_cont=30)
+    assert got == {"suffix": [30, 30, 30], "anywhere": [30, 30, 30]}
+
+    def elsewhere(model, ids, max_new_tokens, **kw):
+        # continues with the text's opening bytes: found in the corpus, but not what follows
+        return torch.cat([ids, torch.tensor(list(TEXT.encode()[:max_new_tokens]))[None]], 1)
+    monkeypatch.setattr(ch15_memo, "generate", elsewhere)
+    got = ch15_memo.extract(model, tokens, corpus, 0, n_probe=3, n_prefix=8, n_cont=30)
+    assert got["anywhere"] == [30, 30, 30] and max(got["suffix"]) < 30
+    assert ch15_memo.suffix_length(torch.tensor([1, 2, 3, 9]), torch.tensor([1, 2, 3, 4])) == 3
+
+
 def test_a_run_records_the_curve_then_the_test_and_a_prefix_only_the_curve():
     full = ch15_memo.memo_run("llama", 1, **TINY)
     assert full["curve"] == pytest.approx(ch15.llama("llama", 1, **TINY)["curve"], rel=1e-5)
     assert len(full["copies"]) == len(full["chance"]) == TINY["n_probe"]
     assert full["copied"] == max(full["copies"]) and full["chance_max"] == max(full["chance"])
+    assert len(full["suffix"]) == len(full["unseen"]) == TINY["n_probe"]
+    assert full["suffix_max"] == max(full["suffix"]) and full["unseen_max"] == max(full["unseen"])
     part = ch15_memo.memo_run("llama", 1, prefix=2, **TINY)
     assert set(part) == {"curve", "val_loss"} and part["curve"] == pytest.approx(full["curve"][:2], rel=1e-5)
 
@@ -95,3 +114,4 @@ def test_the_long_record_is_fresh_and_complete(monkeypatch):
         run = record.runs[seed]["llama"]
         assert len(run["copies"]) == len(run["chance"]) == p["n_probe"]
         assert run["copied"] == max(run["copies"]) and run["curve"][-1] < run["curve"][0]
+        assert len(run["suffix"]) == len(run["unseen"]) == p["n_probe"]
