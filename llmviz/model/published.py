@@ -29,6 +29,9 @@ class PublishedConfig:
     source: str
     zoo: str | None = None
     notes: tuple[str, ...] = field(default=())
+    #: the released ``config.json``'s ``max_position_embeddings``: the context the model is
+    #: released for (kept here, not passed to ``transformers``, so no built config changes)
+    max_context: int | None = None
 
 
 _GEMMA3_ROPE = {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1_000_000.0},
@@ -42,11 +45,11 @@ PUBLISHED: dict[str, PublishedConfig] = {
     "Llama 2 7B": PublishedConfig("llama", dict(
         hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
         num_key_value_heads=32, vocab_size=32000, rope_theta=10_000.0, max_position_embeddings=4096),
-        "meta-llama/Llama-2-7b-hf config.json", zoo="Llama 2 (7B)"),
+        "meta-llama/Llama-2-7b-hf config.json", zoo="Llama 2 (7B)", max_context=4096),
     "Mistral 7B": PublishedConfig("mistral", dict(
         hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
         num_key_value_heads=8, vocab_size=32000, rope_theta=10_000.0, sliding_window=4096),
-        "mistralai/Mistral-7B-v0.1 config.json", zoo="Mistral (7B)"),
+        "mistralai/Mistral-7B-v0.1 config.json", zoo="Mistral (7B)", max_context=32768),
     "Mixtral 8x7B": PublishedConfig("mixtral", dict(
         hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
         num_key_value_heads=8, vocab_size=32000, num_local_experts=8, num_experts_per_tok=2,
@@ -63,19 +66,19 @@ PUBLISHED: dict[str, PublishedConfig] = {
         n_shared_experts=1, n_routed_experts=256, num_experts_per_tok=8, routed_scaling_factor=2.5,
         n_group=8, topk_group=4, first_k_dense_replace=3, kv_lora_rank=512, q_lora_rank=1536,
         qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128, vocab_size=129280),
-        "deepseek-ai/DeepSeek-V3 config.json", zoo="DeepSeek-V3 (671B)"),
+        "deepseek-ai/DeepSeek-V3 config.json", zoo="DeepSeek-V3 (671B)", max_context=163840),
     "gpt-oss-120b": PublishedConfig("gpt_oss", dict(
         _GPT_OSS, num_hidden_layers=36, num_local_experts=128),
         "openai/gpt-oss-120b config.json", zoo="gpt-oss (120B)"),
     "gpt-oss-20b": PublishedConfig("gpt_oss", dict(
         _GPT_OSS, num_hidden_layers=24, num_local_experts=32),
-        "openai/gpt-oss-20b config.json"),
+        "openai/gpt-oss-20b config.json", max_context=131072),
     "Gemma 3 27B": PublishedConfig("gemma3_text", dict(
         hidden_size=5376, intermediate_size=21504, num_hidden_layers=62, num_attention_heads=32,
         num_key_value_heads=16, head_dim=128, query_pre_attn_scalar=168, sliding_window=1024,
         vocab_size=262208, rope_parameters=_GEMMA3_ROPE),
         "google/gemma-3-27b-pt config.json (text_config); window 1,024, 5 sliding : 1 global",
-        zoo="Gemma 3 (27B)"),
+        zoo="Gemma 3 (27B)", max_context=131072),
     "Gemma 3 1B": PublishedConfig("gemma3_text", dict(
         hidden_size=1152, intermediate_size=6912, num_hidden_layers=26, num_attention_heads=4,
         num_key_value_heads=1, head_dim=256, query_pre_attn_scalar=256, sliding_window=512,
@@ -133,7 +136,7 @@ PUBLISHED: dict[str, PublishedConfig] = {
         partial_rotary_factor=0.25, rope_theta=5_000_000.0, vocab_size=151936,
         tie_word_embeddings=False),
         "Qwen/Qwen3-Next-80B-A3B-Instruct config.json (RoPE base 5,000,000)",
-        zoo="Qwen3-Next (80B-A3B)"),
+        zoo="Qwen3-Next (80B-A3B)", max_context=262144),
 }
 
 

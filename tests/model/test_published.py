@@ -84,3 +84,12 @@ def test_every_sub_1b_row_has_a_published_config():
     assert {row.name for row in SUB_1B} <= rows, {row.name for row in SUB_1B} - rows
     assert all(row.params_b < 1 for row in SUB_1B)
     assert not {row.name for row in SUB_1B} & {row.name for row in ZOO}
+
+
+def test_max_context_is_metadata_only():
+    # the released context is held beside the fields, never passed to transformers
+    assert PUBLISHED["Llama 2 7B"].max_context == published_config("Llama 2 7B").max_position_embeddings
+    assert PUBLISHED["DeepSeek-V3"].max_context == 163840
+    assert "max_context" not in PUBLISHED["DeepSeek-V3"].fields
+    assert not hasattr(published_config("DeepSeek-V3"), "max_context")
+    assert all(e.max_context is None or e.max_context >= 4096 for e in PUBLISHED.values())
