@@ -109,7 +109,12 @@ def test_slow_explorer_prepares_the_next_step_while_idle():
     assert box.updates.drawn == {"x": 4}
 
 
-def test_fast_explorer_prepares_nothing():
+def test_fast_explorer_prepares_nothing(monkeypatch):
+    # "fast" is a measured time, so a loaded machine can make this toy explorer look slow;
+    # the threshold is raised so that the test checks the decision, not the machine's load.
+    from llmviz.explore import _core
+
+    monkeypatch.setattr(_core, "PREFETCH_ABOVE_S", 60.0)
     calls: list = []
     box = _explorer(calls).live(background=True)
     wx = box.children[0].children[0]
