@@ -4,7 +4,11 @@ The task (:func:`~llmviz.training.recall.multi_query_recall`) states ``n_pairs``
 pairs, then asks ``n_queries`` keys *drawn with replacement*: a key may be asked twice and
 another never, so the answer never follows from the values already asked (the elimination
 shortcut that solved the chapter's earlier four-pair task scores near its frequency floor here;
-:func:`~llmviz.training.recall.no_recall_baseline` computes it on the evaluation set).
+:func:`~llmviz.training.recall.no_recall_baseline` computes it on the evaluation set). Drawing
+with replacement opens a shorter path instead: a repeated query's answer sits a few tokens back,
+in the query half. :func:`copy_eliminate` scores copying it and eliminating among the rest, the
+strongest answer that never looks a key up among the stated pairs; :func:`shortcut` gives it on
+the evaluation set, the line the chapter reads the models against.
 
 :func:`recall_run` trains one mixer (``softmax``, ``linear``, ``deltanet`` or ``hybrid``) on one
 seed and returns its accuracy, its accuracy per query position and its accuracy curve (at fixed
