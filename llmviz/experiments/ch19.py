@@ -4,7 +4,11 @@ The task (:func:`~llmviz.training.recall.multi_query_recall`) states ``n_pairs``
 pairs, then asks ``n_queries`` keys *drawn with replacement*: a key may be asked twice and
 another never, so the answer never follows from the values already asked (the elimination
 shortcut that solved the chapter's earlier four-pair task scores near its frequency floor here;
-:func:`~llmviz.training.recall.no_recall_baseline` computes it on the evaluation set).
+:func:`~llmviz.training.recall.no_recall_baseline` computes it on the evaluation set). Drawing
+with replacement opens a shorter path instead: a repeated query's answer sits a few tokens back,
+in the query half. :func:`copy_eliminate` scores copying it and eliminating among the rest, the
+strongest answer that never looks a key up among the stated pairs; :func:`shortcut` gives it on
+the evaluation set, the line the chapter reads the models against.
 
 :func:`recall_run` trains one mixer (``softmax``, ``linear``, ``deltanet`` or ``hybrid``) on one
 seed and returns its accuracy, its accuracy per query position and its accuracy curve (at fixed
@@ -23,7 +27,7 @@ import torch
 from ..evidence import Experiment
 
 __all__ = ["VARIANTS", "SEEDS", "SIZES", "RECALL", "recall_run", "eval_task", "baseline",
-           "matched_head"]
+           "copy_eliminate", "shortcut", "matched_head"]
 
 VARIANTS = ("softmax", "linear", "deltanet", "hybrid")
 SEEDS = (0, 1, 2)
@@ -56,6 +60,64 @@ def baseline(**params) -> list[float]:
     from ..training.recall import no_recall_baseline
 
     return no_recall_baseline(eval_task(**params), params["n_pairs"]).tolist()
+
+
+def copy_eliminate(task, n_pairs: int, *, guess: str = "common") -> torch.Tensor:
+    """Per query position, the accuracy of the best answer that never looks a key up among the
+    stated pairs: ``(n_queries,)``, exact on ``task`` (in expectation over the strategy's own
+    random choice).
+
+    Queries drawn with replacement open a short path: a key asked earlier in the query half has
+    its answer a few tokens back, so *copying* it is right every time. A key not asked before is
+    one of the stated keys not yet asked, each equally likely, so its answer is one of the stated
+    values not yet given in the query half (one copy removed per value given); the best guess
+    without matching the key is the most common of those (``guess="common"``: a guess among the
+    most common, which is the best possible answer under that uncertainty), or any one of them
+    (``guess="uniform"``: plain elimination, never better on average). The strategy uses the
+    stated values, the query half and whether the current key appeared in it; it never matches a
+    query to a stated key. With no repeats and ``guess="uniform"`` it is the elimination of
+    :func:`~llmviz.training.recall.no_recall_baseline`.
+    """
+    from ..training.data import Task
+
+    if not isinstance(task, Task):
+        raise TypeError(f"task must be a Task, got {type(task).__name__}")
+    if guess not in ("common", "uniform"):
+        raise ValueError(f"guess must be 'common' or 'uniform', got {guess!r}")
+    inp, tgt = task.inputs.cpu(), task.targets.cpu()
+    pos = task.mask[0].nonzero().flatten().tolist()
+    if not bool((task.mask == task.mask[0]).all()) or not pos or pos[0] != 2 * n_pairs \
+            or inp.shape[1] < 2 * n_pairs:
+        raise ValueError(f"n_pairs={n_pairs} does not match the task's layout (first query at "
+                         f"position {pos[0] if pos else None}, expected {2 * n_pairs}, the same "
+                         "in every sequence)")
+    out = torch.zeros(inp.shape[0], len(pos), dtype=torch.float64)
+    for b in range(inp.shape[0]):
+        pool = inp[b, 1:2 * n_pairs:2].tolist()  # the stated values not yet given
+        seen = set()
+        for j, p in enumerate(pos):
+            key, answer = int(inp[b, p]), int(tgt[b, p])
+            if key in seen:  # asked before: copy the answer given then
+                out[b, j] = 1.0
+                continue
+            if pool:
+                if guess == "uniform":
+                    out[b, j] = pool.count(answer) / len(pool)
+                else:
+                    counts = {v: pool.count(v) for v in set(pool)}
+                    top = max(counts.values())
+                    modes = [v for v, c in counts.items() if c == top]
+                    out[b, j] = (counts.get(answer, 0) == top) / len(modes)
+            seen.add(key)
+            if answer in pool:  # the first time a key is asked, its value leaves the pool
+                pool.remove(answer)
+    return out.mean(0)
+
+
+def shortcut(**params) -> list[float]:
+    """:func:`copy_eliminate` per query position on :func:`eval_task` (the set every run is
+    scored on)."""
+    return copy_eliminate(eval_task(**params), params["n_pairs"]).tolist()
 
 
 def _build(variant, lin_head, *, n_keys, n_values, d_model, n_layers, n_heads, n_pairs,

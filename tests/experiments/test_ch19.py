@@ -70,3 +70,52 @@ def test_per_position_accuracy_matches_the_overall_accuracy():
     torch.manual_seed(0)
     model = recall_model("softmax", vocab_size=32, d_model=16, n_layers=1, n_heads=2)
     assert recall_by_position(model, task).mean() == pytest.approx(float(recall_accuracy(model, task)))
+
+
+def _hand_task():
+    # stated: k0 v10, k1 v10, k2 v11; asked: k1, k1 (a repeat), k2, k0
+    full = torch.tensor([[0, 10, 1, 10, 2, 11, 1, 10, 1, 10, 2, 11, 0, 10]])
+    mask = torch.zeros(1, 13, dtype=torch.bool)
+    mask[:, 6::2] = True
+    from llmviz.training.data import Task
+
+    return Task(full[:, :-1], full[:, 1:], mask)
+
+
+def test_copy_eliminate_on_a_hand_made_sequence():
+    task = _hand_task()
+    # first query: pool {10, 10, 11}, the most common value 10 is right; a uniform guess 2/3.
+    # second: k1 again, copied. Third: k2 is new, pool {10, 11} (one 10 given), a tie: 1/2.
+    # Fourth: k0 is new, pool {10}: forced.
+    assert ch19.copy_eliminate(task, 3).tolist() == pytest.approx([1.0, 1.0, 0.5, 1.0])
+    assert ch19.copy_eliminate(task, 3, guess="uniform").tolist() == pytest.approx(
+        [2 / 3, 1.0, 0.5, 1.0])
+    with pytest.raises(ValueError, match="n_pairs=4 does not match"):
+        ch19.copy_eliminate(task, 4)
+    with pytest.raises(ValueError, match="guess must be"):
+        ch19.copy_eliminate(task, 3, guess="mode")
+
+
+def test_copy_eliminate_is_elimination_without_repeats_and_beats_it_with_them():
+    # distinct values (a vocabulary far larger than the pairs): guessing the most common value is
+    # a uniform guess, and the frequency answer of no_recall_baseline is never the better one
+    gen = _gen(3)
+    for _ in range(3):
+        once = multi_query_recall(batch_size=64, n_pairs=5, n_keys=8, n_values=10**6,
+                                  generator=gen)
+        assert ch19.copy_eliminate(once, 5).tolist() == pytest.approx(
+            no_recall_baseline(once, 5).tolist())
+        rep = multi_query_recall(batch_size=64, n_pairs=5, n_queries=9, n_keys=8,
+                                 n_values=10**6, replace=True, generator=gen)
+        assert (ch19.copy_eliminate(rep, 5) >= no_recall_baseline(rep, 5).double() - 1e-6).all()
+        assert ch19.copy_eliminate(rep, 5).mean() > no_recall_baseline(rep, 5).mean()
+
+
+def test_the_shortcut_on_the_evaluation_set_climbs_and_stays_below_the_control():
+    p = ch19.SIZES["long"]
+    line = torch.tensor(ch19.shortcut(**p))
+    base = torch.tensor(ch19.baseline(**p))
+    assert len(line) == p["n_queries"]
+    assert line[0] == pytest.approx(float(base[0]))  # nothing asked yet: the most common value
+    assert (line[1:] > base[1:]).all() and line[-1] > line[0] + 0.3  # repeats pile up
+    assert line.mean() < 0.9  # the positive control's bar is above it
