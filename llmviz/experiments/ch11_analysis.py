@@ -1,5 +1,6 @@
 """Reading chapter 11's runs (live or recorded): Xiong et al.'s gradients, the learning-rate
-sweep and depth, as checks and claims decided from the data.
+sweep, depth and the stabilisers at a rate above pre-norm's range, as checks and claims decided
+from the data.
 
 The same functions read a live ``cpu`` run and the ``long`` record, so the chapter sets the two
 side by side.
@@ -12,9 +13,11 @@ from typing import Any
 from ..evidence import (CANNOT_DECIDE, Check, Claim, beats_baseline, paired, paired_ratio,
                         positive_control, summarize)
 from . import ch11
+from .ch11_tricks import CONTROL
 
 __all__ = ["CHAPTER", "LEFT", "ALL_LRS", "xiong_claims", "grows_summary", "lr_table", "top_rate", "lr_star",
-           "rate_above", "n_left", "lr_checks", "lr_claims", "post_behind_quote", "depth_gap", "depth_checks", "depth_claims"]
+           "rate_above", "n_left", "lr_checks", "lr_claims", "post_behind_quote", "depth_gap", "depth_checks", "depth_claims",
+           "rescue_checks", "rescue_claims", "n_off"]
 
 CHAPTER = "11_residual_and_norm_placement"
 #: a run "trains" if it ends below the byte bigram; a run "fails" if it ends within this many
@@ -263,3 +266,52 @@ def depth_claims(runs, size: Any, bigram: float, depths=(6, 24), suffix: str = "
                        threshold=0.0, direction=">", quantity=f"gap({hi} layers) - gap({lo} layers)",
                        id=f"ch11_depth_grows{suffix}", **kw),
     }
+
+
+# --- stabilisers above pre-norm's range ------------------------------------------------------
+
+def n_off(losses, plateau: float) -> int:
+    """How many of ``losses`` (one per seed) end at least :data:`LEFT` nats below the plateau."""
+    return sum(x < plateau - LEFT for x in losses)
+
+
+def rescue_checks(runs, plateau: float, *, lr: float, control_lr: float, base: str = "baseline",
+                  control: str = CONTROL) -> list[Check]:
+    """What makes "the trick lets the run train where the baseline does not" testable:
+
+    * the rate is above the baseline's range: at ``lr`` no seed of ``base`` ends :data:`LEFT`
+      nats below the unigram plateau (if it trains there, there is nothing to rescue);
+    * the positive control: the same recipe at ``control_lr`` leaves the plateau in every seed,
+      so that a baseline stuck at ``lr`` is about the rate and not a set-up that cannot train.
+    """
+    b, c = _v(runs, base, "loss"), _v(runs, control, "loss")
+    k_b, k_c = n_off(b, plateau), n_off(c, plateau)
+
+    def losses(xs):
+        return ", ".join(f"{x:.2f}" for x in xs)
+    return [
+        Check(f"the rate is above the baseline's range: at lr {lr:g} no baseline seed ends {LEFT:g} nats below "
+              "the unigram plateau", k_b == 0,
+              f"{k_b} of {len(b)} seeds off the plateau ({losses(b)}; plateau {plateau:.2f})"),
+        positive_control(
+            f"the same recipe trains at lr {control_lr:g}: every baseline seed ends {LEFT:g} nats below the "
+            "unigram plateau", k_c == len(c),
+            f"{k_c} of {len(c)} seeds off the plateau ({losses(c)}; plateau {plateau:.2f})"),
+    ]
+
+
+def rescue_claims(runs, size: Any, plateau: float, *, lr: float, control_lr: float, steps: int,
+                  tricks: dict[str, str], base: str = "baseline", control: str = CONTROL,
+                  suffix: str = "") -> dict[str, Claim]:
+    """For every ``{variant: short name}`` in ``tricks``: at ``lr``, where the baseline stays on the
+    unigram plateau, the variant trains: its held-out loss ends at least :data:`LEFT` nats (the
+    page's margin for leaving the plateau) below the baseline's, paired over seeds. Gated by
+    :func:`rescue_checks`; ids ``ch11_<short>_rescue<suffix>``."""
+    checks = rescue_checks(runs, plateau, lr=lr, control_lr=control_lr, base=base, control=control)
+    b = _v(runs, base, "loss")
+    return {short: Claim(
+        f"At lr {lr:g} without warmup, where pre-norm alone stays on the unigram plateau, pre-norm with {name} "
+        f"trains: after {steps} steps it ends at least {LEFT:g} nats below the same runs without it",
+        paired(_v(runs, name, "loss"), b), threshold=-LEFT, direction="<",
+        quantity=f"held-out loss: {name} - baseline (nats/byte)", id=f"ch11_{short}_rescue{suffix}",
+        checks=checks, size=size, chapter=CHAPTER, fmt=".3f") for name, short in tricks.items()}
