@@ -219,7 +219,7 @@ def format_interval(e: Estimate, fmt: str = ".3g", unit: str = "") -> str:
     else:
         text = f"[{e.low:{fmt}}{unit}, {e.high:{fmt}}{unit}]"
     if zero_spread(e):
-        text += f" (a point: the n = {e.n} runs agree exactly, so it has no spread to go on)"
+        text += " (a point, not a precise value)"
     return text
 
 
@@ -281,8 +281,8 @@ def power_sentence(estimate: Estimate, threshold: float, fmt: str = ".3g", unit:
     if math.isinf(value):
         return f"; with n = {estimate.n} no effect, however large, would be detected reliably"
     if zero_spread(estimate):
-        return (f"; the n = {estimate.n} runs agree exactly, so their spread cannot size an "
-                "interval or a detectable effect")
+        return (f"; the n = {estimate.n} runs agree exactly, so their spread cannot size a "
+                "detectable effect")
     within = (f"a factor {format_factor(value, fmt)}" if estimate.kind == "ratio" else f"±{value:{fmt}}{unit}")
     return f"; a true value within {within} of {threshold:g} would be missed more than one time in five"
 

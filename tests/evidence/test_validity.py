@@ -210,7 +210,8 @@ def test_runs_that_agree_exactly_get_no_power_statement_and_a_flagged_interval()
     assert "agree exactly" in power_sentence(same, 0.5) and "±" not in power_sentence(same, 0.5)
     assert "not sized" in format_min_detectable(same)
     claim = Claim("a unanimous share", same, threshold=0.5, quantity="share", id="t_unanimous")
-    assert "agree exactly" in claim.interval and "would be missed" not in str(claim)
+    assert claim.interval == "[0, 0] (a point, not a precise value)"
+    assert "agree exactly" in str(claim) and "would be missed" not in str(claim)
     assert not can_detect(same, 0.1).passed
     # the share over all heads: the Wilson interval is not a point, so it is read as usual
     share = proportion(0, 12)
@@ -220,7 +221,7 @@ def test_runs_that_agree_exactly_get_no_power_statement_and_a_flagged_interval()
     normal = summarize([0.1, 0.3, 0.2])
     assert not zero_spread(normal)
     assert power_sentence(normal, 0.5).startswith("; a true value within ±")
-    assert "agree" not in Claim("x", normal, threshold=0.5, id="t_normal").interval
+    assert "point" not in Claim("x", normal, threshold=0.5, id="t_normal").interval
     assert not zero_spread(Estimate.exact(2.0))
 
 
