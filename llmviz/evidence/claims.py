@@ -31,7 +31,8 @@ from ..runtime import device as _best_device
 from ..runtime import run_size
 from ._glue import _glue, glue_number, glue_text
 from .stats import Estimate
-from .validity import Check, as_checks, format_min_detectable, min_detectable, power_sentence
+from .validity import Check, as_checks, format_factor, format_interval, format_min_detectable
+from .validity import min_detectable, power_sentence
 from .verdict import CANNOT_DECIDE, FAILS, HOLDS, Direction, decide
 
 __all__ = ["Claim", "glue_number", "glue_text", "CLAIMS_DIR_ENV", "CHAPTER_ENV", "claims_file"]
@@ -190,19 +191,15 @@ class Claim:
     def effect(self) -> str:
         """The measured centre as text ("+0.042", "1.84x")."""
         e = self.estimate
+        if e.kind == "ratio":
+            return f"{format_factor(e.mean, self.fmt)}x"
         sign = "+" if e.kind == "difference" else ""
-        return f"{e.mean:{sign}{self.fmt}}" + ("x" if e.kind == "ratio" else self.unit)
+        return f"{e.mean:{sign}{self.fmt}}{self.unit}"
 
     @property
     def interval(self) -> str:
         """The interval as text ("[0.031, 0.053]"), or a note when there is none."""
-        e = self.estimate
-        if e.kind == "exact":
-            return "exact (computed, not sampled)"
-        if not e.resolved:
-            return f"none (n={e.n})"
-        u = "x" if e.kind == "ratio" else self.unit
-        return f"[{e.low:{self.fmt}}{u}, {e.high:{self.fmt}}{u}]"
+        return format_interval(self.estimate, self.fmt, self.unit)
 
     @property
     def test(self) -> str:

@@ -38,6 +38,9 @@ __all__ = [
     "min_detectable",
     "format_min_detectable",
     "power_sentence",
+    "zero_spread",
+    "format_factor",
+    "format_interval",
     "as_checks",
     "CANNOT_DECIDE",
 ]
@@ -179,6 +182,47 @@ def positive_control(name: str, passed: Any, detail: str = "") -> Check:
 POWER = 0.8
 
 
+def zero_spread(estimate: Estimate) -> bool:
+    """True when two or more runs all gave the same value, so the t interval is a point.
+
+    That point is not a precise measurement: it only says the runs agree exactly (three seeds
+    that each find 0 heads of 4, say). The spread of such runs cannot size an interval or a
+    detectable effect; a count is better read with :func:`~llmviz.evidence.proportion`.
+    A computed (exact) value and a Wilson interval of a share are not affected.
+    """
+    return (estimate.kind != "exact" and estimate.resolved and estimate.n >= 2
+            and estimate.high == estimate.low)
+
+
+def format_factor(value: float, fmt: str = ".3g") -> str:
+    """A ratio as text with ``fmt``, but with enough digits to differ from 1 when it does:
+    ``1.003`` with ``".3g"`` reads ``"1.003"``, not ``"1"``; ``1.0105`` reads ``"1.01"``."""
+    text = f"{value:{fmt}}"
+    if value == 1.0 or not math.isfinite(value):
+        return text
+    digits = 4
+    while float(text) == 1.0 and digits <= 12:
+        text = f"{value:.{digits}g}"
+        digits += 1
+    return text
+
+
+def format_interval(e: Estimate, fmt: str = ".3g", unit: str = "") -> str:
+    """A claim box's interval as text (``"[0.031, 0.053]"``, ``"[0.997x, 1.01x]"``), a note when
+    there is none, and a flag when the runs agree exactly (the point is no precise measurement)."""
+    if e.kind == "exact":
+        return "exact (computed, not sampled)"
+    if not e.resolved:
+        return f"none (n={e.n})"
+    if e.kind == "ratio":
+        text = f"[{format_factor(e.low, fmt)}x, {format_factor(e.high, fmt)}x]"
+    else:
+        text = f"[{e.low:{fmt}}{unit}, {e.high:{fmt}}{unit}]"
+    if zero_spread(e):
+        text += " (a point, not a precise value)"
+    return text
+
+
 def min_detectable(estimate: Estimate) -> float:
     """The smallest true effect the runs behind ``estimate`` would detect with 80% power.
 
@@ -189,7 +233,8 @@ def min_detectable(estimate: Estimate) -> float:
     1.43 for many). This is that effect, in the difference's units for a paired difference;
     for a ratio (intervals on log ratios) it is the factor ``exp`` of that on the log scale:
     ratios between ``1 / f`` and ``f`` would be missed more often than one time in five. An
-    exact value detects any effect (0.0); a single run detects none (inf).
+    exact value detects any effect (0.0); a single run detects none (inf). Runs that agree
+    exactly (:func:`zero_spread`) give nan: their spread of 0 cannot size an effect.
     """
     if not isinstance(estimate, Estimate):
         raise TypeError(
@@ -200,6 +245,8 @@ def min_detectable(estimate: Estimate) -> float:
         return 0.0
     if not estimate.resolved or estimate.n < 2 or math.isnan(estimate.std):
         return math.inf
+    if zero_spread(estimate):
+        return math.nan
     df = estimate.n - 1
     factor = 1.0 + t_quantile(POWER, df) / t_quantile(0.5 + estimate.level / 2.0, df)
     if estimate.kind == "ratio":
@@ -209,27 +256,34 @@ def min_detectable(estimate: Estimate) -> float:
 
 def format_min_detectable(estimate: Estimate, fmt: str = ".3g", unit: str = "") -> str:
     """:func:`min_detectable` as text: ``"±0.031"``, ``"1.15x"``, ``"any (computed)"`` or
-    ``"none (one run)"``."""
+    ``"none (one run)"``; ``"not sized (the n = 3 runs agree exactly)"`` when the runs agree
+    exactly."""
     value = min_detectable(estimate)
     if estimate.kind == "exact":
         return "any (computed)"
     if math.isinf(value):
         return f"none (n={estimate.n})"
+    if zero_spread(estimate):
+        return f"not sized (the n = {estimate.n} runs agree exactly)"
     if estimate.kind == "ratio":
-        return f"{value:{fmt}}x"
+        return f"{format_factor(value, fmt)}x"
     return f"±{value:{fmt}}{unit}"
 
 
 def power_sentence(estimate: Estimate, threshold: float, fmt: str = ".3g", unit: str = "") -> str:
     """A claim box's power sentence, read against its threshold: ``"; a true value within ±0.031
     of 0.5 would be missed more than one time in five"`` (a ratio: within a factor of it). Empty
-    for a computed (exact) value, which has no sampling error to miss by."""
+    for a computed (exact) value, which has no sampling error to miss by. Runs that agree
+    exactly get no power statement: the sentence says so instead."""
     value = min_detectable(estimate)
     if estimate.kind == "exact":
         return ""
     if math.isinf(value):
         return f"; with n = {estimate.n} no effect, however large, would be detected reliably"
-    within = (f"a factor {value:{fmt}}" if estimate.kind == "ratio" else f"±{value:{fmt}}{unit}")
+    if zero_spread(estimate):
+        return (f"; the n = {estimate.n} runs agree exactly, so their spread cannot size a "
+                "detectable effect")
+    within = (f"a factor {format_factor(value, fmt)}" if estimate.kind == "ratio" else f"±{value:{fmt}}{unit}")
     return f"; a true value within {within} of {threshold:g} would be missed more than one time in five"
 
 

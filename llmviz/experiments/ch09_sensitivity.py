@@ -6,10 +6,12 @@
   window of T keys (``windowed_nll``), so that no key past T is ever read. Where the ranking
   among the scalings survives the window, it ranks what each scaling does to attention within
   T, not how well it uses context past T.
-- **How much of T5's failure past T comes from where its buckets end?** The race's T5 arm with
-  one change: 16 causal buckets ending at T/4 (``max_distance = T // 4``) instead of 32 ending at
-  T, so that in training the last bucket holds most distances of a window, as T5's encoder's
-  does, instead of a handful. Same data, seed, steps and evaluation as the race.
+- **How much of T5's failure past T depends on its bucket layout?** The race's T5 arm with
+  another layout: 16 causal buckets ending at T/4 (``max_distance = T // 4``) instead of 32
+  ending at T, so that in training the last bucket holds most distances of a window, as T5's
+  encoder's does, instead of a handful. That changes two things at once (the number of buckets
+  and where they end), so the run compares two layouts and does not separate the two changes.
+  Same data, seed, steps and evaluation as the race.
 
 Variant ``"RoPE"`` gives the first (``curve``: the race model's pretraining curve), ``"T5 T/4"``
 the second (``curve``: its own pretraining curve; ``nll``, ``sliding`` and ``attention`` as in

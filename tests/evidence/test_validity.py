@@ -199,3 +199,40 @@ def test_the_power_line_reads_against_the_threshold_and_is_absent_for_computed_v
         assert "4 times in 5" not in text and "missed" not in text
         assert "exact (computed, not sampled)" in text
     assert exact.detectable == "any (computed)"  # the glued text other pages quote is unchanged
+
+
+def test_runs_that_agree_exactly_get_no_power_statement_and_a_flagged_interval():
+    from llmviz.evidence import Claim, proportion, summarize
+    from llmviz.evidence.validity import format_min_detectable, power_sentence, zero_spread
+
+    same = summarize([0.0, 0.0, 0.0])  # three seeds, each 0 of 4 heads
+    assert zero_spread(same) and math.isnan(min_detectable(same))
+    assert "agree exactly" in power_sentence(same, 0.5) and "±" not in power_sentence(same, 0.5)
+    assert "not sized" in format_min_detectable(same)
+    claim = Claim("a unanimous share", same, threshold=0.5, quantity="share", id="t_unanimous")
+    assert claim.interval == "[0, 0] (a point, not a precise value)"
+    assert "agree exactly" in str(claim) and "would be missed" not in str(claim)
+    assert not can_detect(same, 0.1).passed
+    # the share over all heads: the Wilson interval is not a point, so it is read as usual
+    share = proportion(0, 12)
+    assert not zero_spread(share) and share.high == pytest.approx(0.2425, abs=1e-3)
+    assert "would be missed" in power_sentence(share, 0.5)
+    # a normal estimate is unchanged
+    normal = summarize([0.1, 0.3, 0.2])
+    assert not zero_spread(normal)
+    assert power_sentence(normal, 0.5).startswith("; a true value within ±")
+    assert "point" not in Claim("x", normal, threshold=0.5, id="t_normal").interval
+    assert not zero_spread(Estimate.exact(2.0))
+
+
+def test_a_factor_prints_with_enough_digits_to_differ_from_one():
+    from llmviz.evidence import Claim
+    from llmviz.evidence.validity import format_factor
+
+    assert format_factor(1.003) == "1.003" and format_factor(1.0105) == "1.01"
+    assert format_factor(0.9996) == "0.9996" and format_factor(1.0) == "1"
+    assert format_factor(2.81) == "2.81" and format_factor(0.431) == "0.431"
+    r = Estimate(mean=1.003, std=0.001, n=3, low=0.997, high=1.0105, kind="ratio")
+    claim = Claim("flat", r, threshold=1.05, direction="<", id="t_factor")
+    assert claim.effect == "1.003x" and claim.interval == "[0.997x, 1.01x]"
+    assert "a factor 1 " not in claim.power_line and "a factor 1.0" in claim.power_line
