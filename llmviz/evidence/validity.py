@@ -182,6 +182,12 @@ def positive_control(name: str, passed: Any, detail: str = "") -> Check:
 POWER = 0.8
 
 
+def _require_estimate(estimate: Any, where: str) -> None:
+    if not isinstance(estimate, Estimate):
+        raise TypeError(f"{where} takes an Estimate (from summarize, paired, paired_ratio or "
+                        f"proportion), got {type(estimate).__name__}")
+
+
 def zero_spread(estimate: Estimate) -> bool:
     """True when two or more runs all gave the same value, so the t interval is a point.
 
@@ -190,6 +196,7 @@ def zero_spread(estimate: Estimate) -> bool:
     detectable effect; a count is better read with :func:`~llmviz.evidence.proportion`.
     A computed (exact) value and a Wilson interval of a share are not affected.
     """
+    _require_estimate(estimate, "zero_spread")
     return (estimate.kind != "exact" and estimate.resolved and estimate.n >= 2
             and estimate.high == estimate.low)
 
@@ -210,6 +217,7 @@ def format_factor(value: float, fmt: str = ".3g") -> str:
 def format_interval(e: Estimate, fmt: str = ".3g", unit: str = "") -> str:
     """A claim box's interval as text (``"[0.031, 0.053]"``, ``"[0.997x, 1.01x]"``), a note when
     there is none, and a flag when the runs agree exactly (the point is no precise measurement)."""
+    _require_estimate(e, "format_interval")
     if e.kind == "exact":
         return "exact (computed, not sampled)"
     if not e.resolved:
