@@ -143,7 +143,7 @@ def rate_above(table: dict, lr: str | None) -> str | None:
 
 def n_left(cell: dict, plateau: float) -> int:
     """How many seeds of a cell ended at least :data:`LEFT` nats below the plateau."""
-    return sum(x < plateau - LEFT for x in cell["loss"])
+    return n_off(cell["loss"], plateau)
 
 
 def lr_checks(table: dict, bigram: float, plateau: float, warmup: str = "0") -> list[Check]:
