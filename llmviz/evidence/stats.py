@@ -3,29 +3,25 @@
 Every measured number the book states comes with an interval, and a verdict is read off the
 interval (see :mod:`llmviz.evidence.claims`). The intervals here are:
 
-* :func:`summarize`: the mean of n independent runs (one per seed) with the Student t interval
-  ``mean ± t(n-1) · s / sqrt(n)``.
-* :func:`paired`: the mean of the per-seed differences ``a_i - b_i`` of two variants run on
-  the same seeds and the same evaluation targets. Whatever a seed does to both variants
-  (initialisation luck, data order) cancels in the difference, so the interval is tighter
-  than the one of two independent means whenever the variants are correlated.
-* :func:`paired_ratio`: the geometric mean of ``a_i / b_i`` (the mean of the log-ratios,
-  exponentiated), with the t interval of the log-ratios exponentiated. Right for quantities
-  that compare by ratio: perplexities, timings.
+* :func:`summarize`: the mean of n runs (one per seed), Student t: ``mean ± t(n-1) · s / sqrt(n)``.
+* :func:`paired`: the mean of the per-seed differences ``a_i - b_i`` of two variants run on the
+  same seeds and evaluation targets. What a seed does to both (initialisation luck, data order)
+  cancels, so the interval is tighter than two independent means' when the variants correlate.
+* :func:`paired_ratio`: the geometric mean of ``a_i / b_i`` with the t interval of the
+  log-ratios exponentiated: for quantities that compare by ratio (perplexities, timings).
 * :func:`proportion`: k of n as a share, with the Wilson score interval (right for small n and
   for shares near 0 or 1, where ``p ± z·sqrt(p(1-p)/n)`` collapses or leaves [0, 1]).
 * :func:`paired_bootstrap`: the mean difference of two variants' per-target losses (same
   targets, shape (N,)) with a percentile bootstrap interval that resamples targets.
 
-The t quantiles come from the exact Student t distribution for integer degrees of freedom
-(Abramowitz and Stegun 26.7.3-4), so nothing here needs scipy.
+The t quantiles are exact for integer degrees of freedom (Abramowitz and Stegun 26.7.3-4).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import torch
@@ -104,14 +100,13 @@ class Estimate:
     """A measured quantity: its centre, spread, the number of runs, and an interval.
 
     Attributes:
-        mean: the centre. For ``kind="ratio"`` the geometric mean of the ratios.
-        std: sample standard deviation of the values the interval comes from (for a ratio:
-            of the log-ratios). 0 for an exact value, nan for a single run.
+        mean: the centre (for ``kind="ratio"``, the geometric mean of the ratios).
+        std: sample standard deviation of the values behind the interval (for a ratio, of the
+            log-ratios); 0 for an exact value, nan for a single run.
         n: number of runs (seeds, repeats, or bootstrap targets) behind the estimate.
-        low, high: the interval at ``level``; nan when it cannot be computed (n < 2).
-        level: coverage of the interval, 0.95 unless asked otherwise.
+        low, high: the interval at ``level`` (coverage, 0.95 by default); nan when n < 2.
         kind: ``"mean"``, ``"difference"`` (a - b), ``"ratio"`` (a / b) or ``"exact"``
-            (a computed, not sampled, value: the interval is the value itself).
+            (computed, not sampled: the interval is the value itself).
     """
 
     mean: float
@@ -198,18 +193,25 @@ def _t_estimate(values: Sequence[float], *, level: float, kind: Kind) -> Estimat
     )
 
 
-def summarize(values: Any, *, level: float = 0.95) -> Estimate:
+def summarize(values: Any, *, level: float = 0.95, floor: float | None = None) -> Estimate:
     """Mean of independent runs with its Student t interval.
 
     Args:
         values: one number per run, shape (n,): a list, tuple or 1-D tensor.
         level: interval coverage.
+        floor: the smallest value the quantity can take (0 for a length or a count), or None;
+            the interval is cut there (below it lies no possible value, so coverage is kept).
 
-    A single value gives an :class:`Estimate` without an interval (a verdict on it is
-    "not resolved").
+    A single value gives an :class:`Estimate` without an interval (its verdict: "not resolved").
     """
     _check_level(level)
-    return _t_estimate(_values(values, "values"), level=level, kind="mean")
+    est = _t_estimate(vals := _values(values, "values"), level=level, kind="mean")
+    if floor is None:
+        return est
+    if min(vals) < check_real(floor, "floor"):
+        raise ValueError(f"a value {min(vals)} lies below floor={floor}: the floor must be the smallest "
+                         "value the quantity can take (pass floor=None for no floor)")
+    return replace(est, low=max(est.low, float(floor))) if est.resolved else est
 
 
 def summarize_log(values: Any, *, level: float = 0.95) -> Estimate:

@@ -36,7 +36,8 @@ from ..training.ngram import ByteNgram
 
 __all__ = ["XIONG", "LR_SWEEP", "LR_LOW", "DEPTH", "DEPTH_LOW", "DEPTH_WARM", "warm_run", "UNIFORM", "data", "model_for", "val_targets", "val_loss",
            "baselines", "grad_profile", "train_placement", "lr_variants", "depth_variants",
-           "parse_variant"]
+           "parse_variant", "spread_starts", "spread_targets", "spread_loss", "spread_baselines",
+           "train_spread", "spread_warm_run"]
 
 UNIFORM = math.log(256)
 SEQ = 32  # training and scoring window (bytes)
@@ -181,6 +182,75 @@ def train_placement(placement: str, n_layers: int, lr: float, warmup: int, seed:
     return {"curve": curve, "loss": curve[-1], "diverged": float(diverged)}
 
 
+def spread_starts(n: int) -> torch.Tensor:
+    """Start offsets into the held-out stream of ``n`` windows of :data:`SEQ` bytes spread evenly
+    over the whole tail (the first starts at 0, the last ends at the tail's end; they do not
+    overlap). :func:`val_targets` instead takes the first ``n`` consecutive windows."""
+    room = len(data()[1]) - SEQ
+    if isinstance(n, bool) or not isinstance(n, int) or not 2 <= n <= room // SEQ + 1:
+        raise ValueError(f"n must be an int number of windows in [2, {room // SEQ + 1}] (windows of "
+                         f"{SEQ} bytes that do not overlap in the held-out tail), got {n!r}")
+    return torch.arange(n) * room // (n - 1)
+
+
+def spread_targets(n: int) -> torch.Tensor:
+    """Indices into the held-out stream of the targets :func:`spread_loss` scores: every position
+    but the first of the windows at :func:`spread_starts`."""
+    return (spread_starts(n)[:, None] + torch.arange(1, SEQ)).flatten()
+
+
+def spread_loss(model: nn.Module, n: int) -> float:
+    """Mean loss (nats/byte) on :func:`spread_targets`; ln 256 if it is not finite."""
+    windows = data()[1][spread_starts(n)[:, None] + torch.arange(SEQ)]
+    windows = windows.to(next(model.parameters()).device)
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        logits = model(windows[:, :-1]).logits.float()
+    model.train(was_training)
+    loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), windows[:, 1:].flatten()).item()
+    return min(loss, UNIFORM) if math.isfinite(loss) else UNIFORM
+
+
+def spread_baselines(n: int) -> dict[str, float]:
+    """:func:`baselines` on :func:`spread_targets`."""
+    train_tokens, val = data()
+    targets = spread_targets(n).numpy()
+    return {name: float(ByteNgram(o).fit(train_tokens).nll(val, targets).mean())
+            for name, o in (("unigram", 1), ("bigram", 2), ("5-gram", 5))}
+
+
+def train_spread(placement: str, n_layers: int, lr: float, warmup: int, seed: int, p: dict,
+                 prefix: int | None = None) -> dict:
+    """:func:`train_placement`, scored on :func:`spread_targets` instead of the first windows.
+
+    The records made with :func:`train_placement` keep it unchanged (their fingerprints name
+    it); a record re-made from now on should use this one."""
+    if prefix is not None and (isinstance(prefix, bool) or not isinstance(prefix, int)
+                               or not 1 <= prefix <= p["steps"]):
+        raise ValueError(f"prefix must be an int number of steps in [1, {p['steps']}], got {prefix!r}")
+    torch.manual_seed(seed)
+    model = model_for(placement, n_layers, p["d_model"])
+    n_val = p["val_windows"]
+    curve = [spread_loss(model, n_val)]
+
+    def point(step: int, m) -> float:
+        curve.append(spread_loss(m, n_val))
+        if prefix is not None and step >= prefix:
+            raise _Prefix
+        return curve[-1]
+
+    cfg = TrainConfig(steps=p["steps"], lr=lr, warmup=warmup, schedule="cosine", grad_clip=None,
+                      weight_decay=0.0, batch_size=p["batch"], seq_len=SEQ, seed=seed,
+                      eval_every=p["curve_every"], max_loss=2 * UNIFORM)
+    try:
+        hist = train(model, data()[0], config=cfg, callbacks={"val_loss": point}, progress=False)
+    except _Prefix:
+        return {"curve": curve, "loss": curve[-1], "diverged": 0.0}
+    curve += [UNIFORM] * (p["steps"] // p["curve_every"] + 1 - len(curve))
+    return {"curve": curve, "loss": curve[-1], "diverged": float(bool(hist.diverged))}
+
+
 LRS = ("1e-2", "3e-2", "1e-1", "3e-1", "1")
 
 
@@ -253,6 +323,12 @@ def warm_run(variant: str, seed: int, *, prefix: int | None = None, **p) -> dict
     at the size's ``n_layers``, ``lr`` and ``steps``."""
     v = parse_variant(variant)
     return train_placement(v["placement"], p["n_layers"], p["lr"], int(v["warmup"]), seed, p, prefix)
+
+
+def spread_warm_run(variant: str, seed: int, *, prefix: int | None = None, **p) -> dict:
+    """:func:`warm_run` scored on :func:`spread_targets` (:func:`train_spread`)."""
+    v = parse_variant(variant)
+    return train_spread(v["placement"], p["n_layers"], p["lr"], int(v["warmup"]), seed, p, prefix)
 
 
 #: :data:`DEPTH_LOW`'s deepest stack (24 layers, lr 3e-3) trained 4x longer, post-norm with that

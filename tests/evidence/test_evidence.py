@@ -76,6 +76,22 @@ def test_summarize_closed_form():
     assert not one.resolved and "no interval" in str(one)
 
 
+def test_summarize_cuts_the_interval_at_a_floor():
+    lengths = [15.0, 35.0, 21.0]  # three seeds of a length: the t interval reaches below 0
+    free, cut = summarize(lengths), summarize(lengths, floor=0)
+    assert free.low < 0 < cut.low + 1e-12 and cut.low == 0.0
+    assert (cut.mean, cut.high, cut.std, cut.n) == (free.mean, free.high, free.std, free.n)
+    assert "[0, " in cut.format(".0f")
+    # a floor the interval does not reach changes nothing; one value gives no interval to cut
+    assert summarize(lengths, floor=-100) == free
+    assert not summarize([4.0], floor=0).resolved
+    with pytest.raises(ValueError, match="lies below floor=20"):
+        summarize(lengths, floor=20)
+    for bad, err in ((float("nan"), ValueError), ("0", TypeError), (True, TypeError)):
+        with pytest.raises(err, match="floor"):
+            summarize(lengths, floor=bad)
+
+
 def test_paired_is_tighter_than_unpaired_on_correlated_runs():
     gen = torch.Generator().manual_seed(0)
     seed_luck = torch.randn(6, generator=gen, dtype=torch.float64)  # shared by both variants

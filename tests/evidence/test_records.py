@@ -175,6 +175,23 @@ def test_fresh_until_a_parameter_changes(recorded):
         by_size.prefix_for("cpu")
 
 
+def test_stale_when_the_experiment_runs_another_function(recorded):
+    """Pointing an experiment at another function (e.g. one that scores other targets) leaves
+    every function the record ran unchanged, so only the function's name can tell."""
+    import importlib
+
+    lib = importlib.import_module(recorded.lib_name)
+    kw = dict(variants=["slow", "fast"], seeds=[0, 1, 2], sizes=recorded.exp.sizes)
+    swapped = Experiment(recorded.name, lib.unused, **kw)
+    assert swapped.record("long").stale == (f"the experiment now runs {recorded.lib_name}:unused, "
+                                            "which this record's runs did not call")
+    assert "STALE: the experiment now runs" in swapped.record("long").label
+    assert Experiment(recorded.name, recorded.exp.fn, **kw).record("long").stale is None
+    # a function the fingerprint cannot name (a lambda): only the code it calls is compared
+    fn = recorded.exp.fn
+    assert Experiment(recorded.name, lambda v, s, **p: fn(v, s, **p), **kw).record("long").stale is None
+
+
 def test_stale_when_the_code_it_runs_changes_not_when_its_layout_does(recorded):
     record = recorded.exp.record("long")
     # comments, docstrings, blank lines and line breaks: still fresh

@@ -190,6 +190,44 @@ def test_map_warm_repeats_the_maps_post_and_pre_cells_on_ten_seeds():
     assert (long["n_layers"], long["d_model"], long["lr"], long["steps"], long["batch"]) == (6, 32, 1e-2, 56, 8)
     # one job: the warmup in the variant's name is the one trained (a prefix inside it agrees)
     p = dict(exp.sizes["cpu"])
-    a = ch11_warm.warm_run("post warmup=18", 0, prefix=14, **p)
-    b = ch11.train_placement("post", p["n_layers"], p["lr"], 18, 0, p, prefix=14)
+    a = exp.fn("post warmup=18", 0, prefix=14, **p)
+    b = ch11.train_spread("post", p["n_layers"], p["lr"], 18, 0, p, prefix=14)
     assert a == b and len(a["curve"]) == 2
+    # the same training as the first-windows runs; only the held-out targets differ
+    c = ch11.train_placement("post", p["n_layers"], p["lr"], 18, 0, p, prefix=14)
+    assert len(c["curve"]) == 2 and a["curve"] != c["curve"]
+    assert exp.fn is ch11.spread_warm_run
+
+
+def test_spread_windows_cover_the_whole_tail_without_overlap():
+    val = ch11.data()[1]
+    starts = ch11.spread_starts(256)
+    assert starts[0] == 0 and starts[-1] == len(val) - ch11.SEQ
+    assert bool((starts.diff() >= ch11.SEQ).all())  # no two windows overlap
+    assert len(ch11.spread_targets(256)) == 256 * (ch11.SEQ - 1)
+    # the first-windows rule covers one stretch at the start; the spread one reaches the end
+    assert ch11.val_targets(256).max() < len(val) // 5 < ch11.spread_targets(256).max()
+    for bad in (1, 0, True, 2.0, len(val)):
+        with pytest.raises(ValueError, match="n must be an int number of windows"):
+            ch11.spread_starts(bad)
+
+
+def test_spread_loss_is_the_mean_cross_entropy_on_the_spread_targets(monkeypatch):
+    monkeypatch.setattr(ch11, "UNIFORM", 100.0)  # an untrained model is above ln 256: no clipping here
+    torch.manual_seed(0)
+    model = ch11.model_for("pre", 1, 16)
+    val = ch11.data()[1]
+    targets = ch11.spread_targets(8)
+    model.eval()
+    with torch.no_grad():
+        logits = torch.cat([model(val[s:s + ch11.SEQ - 1][None]).logits[0]
+                            for s in ch11.spread_starts(8).tolist()])
+    by_hand = torch.nn.functional.cross_entropy(logits, val[targets]).item()
+    assert ch11.spread_loss(model, 8) == pytest.approx(by_hand, rel=1e-5)
+    monkeypatch.undo()
+    assert ch11.spread_loss(model, 8) == pytest.approx(min(by_hand, math.log(256)))
+    # the plateau: the byte unigram fitted on the head, scored on the same targets
+    counts = torch.bincount(ch11.data()[0], minlength=256).double()
+    probs = counts / counts.sum()
+    nll = -probs[val[targets]].log()
+    assert ch11.spread_baselines(8)["unigram"] == pytest.approx(nll.mean().item(), rel=1e-3)

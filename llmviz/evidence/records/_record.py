@@ -77,6 +77,9 @@ class Record:
         for what in ("variants", "seeds"):
             if getattr(exp, what) != self.data[what]:
                 reasons.append(f"{what} changed: {self.data[what]} -> {getattr(exp, what)}")
+        ran = _fn_key(exp.fn)
+        if ran is not None and ran not in self.data["code"].get("functions", {}):
+            reasons.append(f"the experiment now runs {ran}, which this record's runs did not call")
         code = changes(self.data["code"], source)
         if code:
             reasons.append("code changed: " + "; ".join(code))
@@ -144,3 +147,11 @@ def _curves(node: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...]
     return []
 
 
+def _fn_key(fn: Any) -> str | None:
+    """``"module:qualname"`` of an experiment's function as the fingerprint names it, or None
+    where the fingerprint cannot name it (a lambda, a function defined inside another, a
+    callable object): then only the code it calls is compared."""
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(qualname, str) or "<" in qualname:
+        return None
+    return f"{module}:{qualname}"
