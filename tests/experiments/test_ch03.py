@@ -46,3 +46,9 @@ def test_bad_input_is_refused():
         ch03.uptrain_run("mha", 0, **_tiny())
     with pytest.raises(ValueError, match="prefix must be an int"):
         ch03.uptrain_run("uptrain", 0, prefix=9, **_tiny())
+
+
+def test_the_live_run_is_the_run_without_the_scratch_reference():
+    full = ch03.uptrain_run("uptrain", 0, **_tiny())
+    live = ch03.uptrain_live(0, **_tiny())
+    assert live == {k: v for k, v in full.items() if k != "scratch"}
