@@ -173,6 +173,11 @@ def setup_notebook(seed: int = 0, *, cpu_threads: int | None = 1) -> NotebookInf
     if in_book_build():
         _register_book_renderer()
     _sharp_figures()
+    from .training.corpus_id import corpus_note  # noqa: PLC0415 - reads the corpus; only here
+
+    note = corpus_note("prose")
+    if note is not None:
+        print(note)
     return NotebookInfo(
         llmviz=__version__,
         torch=torch.__version__,

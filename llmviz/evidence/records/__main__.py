@@ -56,6 +56,12 @@ def _list(selected: dict[str, Experiment]) -> int:
 
 
 def _check(selected: dict[str, Experiment], reproduce: bool) -> int:
+    from ...training.corpus_id import corpus_note  # noqa: PLC0415 - reads the corpora
+
+    for corpus in ("prose", "python"):  # the records stay valid; live numbers beside them do not
+        note = corpus_note(corpus)
+        if note is not None:
+            print(note)
     failures, checked, missing = [], 0, []
     for name, exp in selected.items():
         for size in (s for s in SIZES if s != "cpu" and s in exp.sizes):
