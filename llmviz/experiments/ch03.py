@@ -65,14 +65,16 @@ def convert(model, groups: int, how, fresh=None):
     return out
 
 
-def uptrain_run(variant: str, seed: int, *, prefix: int | None = None, **p) -> dict:
+def uptrain_run(variant: str, seed: int, *, prefix: int | None = None, scratch: bool = True,
+                **p) -> dict:
     """One seed: the teacher, its three grouped starts uptrained, and the two references.
 
     Returns ``{"teacher": {"loss", "acc"}, "curve" (the teacher's loss every 20 steps from step
     0), <start>: {"before", "after", "curve"} for each of :data:`STARTS`, "teacher+": {"after"},
     "scratch": {"after"}}`` (losses in nats on the
     induction positions of one fixed evaluation set). With ``prefix`` it trains the teacher that
-    many steps and returns ``{"curve": [loss at step 0, loss at prefix]}``.
+    many steps and returns ``{"curve": [loss at step 0, loss at prefix]}``; with ``scratch=False``
+    it leaves out the from-scratch model (:func:`uptrain_live`).
     """
     from ..attention import gqa_from_mha
     from ..model import DecoderLM, ModelConfig
@@ -143,84 +145,21 @@ def uptrain_run(variant: str, seed: int, *, prefix: int | None = None, **p) -> d
         out[name] = {"before": before, "after": float(hist.metrics["val"][-1]), "curve": curve}
     hist = fit(teacher, up, seed=1_000 + seed, curve=True)  # the compute-matched reference
     out["teacher+"] = {"after": float(hist.metrics["val"][-1])}
+    if not scratch:  # the live seeds: the page reads the from-scratch model from the record only
+        return out
     torch.manual_seed(20_000 + seed)
-    scratch = DecoderLM(small.replace(n_kv_heads=groups)).to(dev)
-    fit(scratch, steps + up, seed=seed)
-    out["scratch"] = {"after": val_loss(scratch)}
+    model = DecoderLM(small.replace(n_kv_heads=groups)).to(dev)
+    fit(model, steps + up, seed=seed)
+    out["scratch"] = {"after": val_loss(model)}
     return out
 
 
 def uptrain_live(seed: int, **p) -> dict:
     """:func:`uptrain_run` for one seed without its last part, the grouped model trained from
     scratch (the longest of its runs): the chapter's live seeds, which read only the teacher, the
-    three starts and the compute-matched teacher. Every number it returns is the one
-    :func:`uptrain_run` returns for the same seed (the same steps on the same batches; the tests
-    check it), so the live seeds can be held against the record's first seeds.
-
-    Returns :func:`uptrain_run`'s dict without ``"scratch"``. (A copy of its code rather than a
-    flag on it: a change to :func:`uptrain_run`'s code would make its record stale.)
-    """
-    from ..attention import gqa_from_mha
-    from ..model import DecoderLM, ModelConfig
-    from ..runtime import device as best_device
-    from ..training import TrainConfig, masked_cross_entropy, train
-    from ..training.data import induction_task
-
-    steps = p["teacher_steps"]
-    dev = best_device()
-    periods = range(p["periods"][0], p["periods"][1] + 1)
-    small = ModelConfig(vocab_size=p["vocab"], d_model=p["d_model"], n_layers=p["n_layers"],
-                        n_heads=p["n_heads"], ffn="mlp", d_ff=p["d_ff"], max_seq_len=p["seq_len"],
-                        position="learned", tie_embeddings=False)
-    val = induction_task(batch_size=p["val_size"], seq_len=p["seq_len"], vocab_size=p["vocab"],
-                         periods=periods, generator=torch.Generator().manual_seed(_VAL_SEED),
-                         device=dev)
-    every = p["uptrain_steps"] // 5
-
-    def task(g):
-        return induction_task(batch_size=p["batch"], seq_len=p["seq_len"], vocab_size=p["vocab"],
-                              periods=periods, generator=g)
-
-    def val_loss(model):
-        with torch.no_grad():
-            return float(masked_cross_entropy(model(val.inputs).logits, val.targets, val.mask))
-
-    def val_accuracy(model):
-        with torch.no_grad():
-            right = model(val.inputs).logits.argmax(-1) == val.targets
-            return float(right[val.mask].float().mean())
-
-    def fit(model, n, *, seed):
-        cfg = TrainConfig(steps=n, lr=p["lr"], warmup=0, schedule="constant", weight_decay=0.0,
-                          grad_clip=None, seed=seed, eval_every=every, device=dev)
-        return train(model, task, config=cfg, progress=False,
-                     callbacks={"val": lambda step, m: val_loss(m)})
-
-    torch.manual_seed(seed)
-    teacher = DecoderLM(small).to(dev)
-    start = val_loss(teacher)
-    cfg = TrainConfig(steps=steps, lr=p["lr"], warmup=0, schedule="constant", weight_decay=0.0,
-                      grad_clip=None, seed=seed, eval_every=_TEACHER_EVERY, device=dev)
-    hist = train(teacher, task, config=cfg, progress=False,
-                 callbacks={"val": lambda step, m: val_loss(m)})
-    teacher_curve = [start] + [float(v) for s, v in zip(hist.metric_steps, hist.metrics["val"])
-                               if s % _TEACHER_EVERY == 0]
-    groups, up = p["groups"], p["uptrain_steps"]
-    torch.manual_seed(10_000 + seed)
-    fresh = DecoderLM(small.replace(n_kv_heads=groups)).to(dev)
-    out = {"teacher": {"loss": val_loss(teacher), "acc": val_accuracy(teacher)},
-           "curve": teacher_curve}
-    for name, how, src in (("mean-pool", gqa_from_mha, None),
-                           ("first head", first_head_of_group, None),
-                           ("random k/v", gqa_from_mha, fresh)):
-        student = convert(teacher, groups, how, src)
-        before = val_loss(student)
-        hist = fit(student, up, seed=1_000 + seed)
-        curve = [before] + [float(v) for v in hist.metrics["val"]]
-        out[name] = {"before": before, "after": float(hist.metrics["val"][-1]), "curve": curve}
-    hist = fit(teacher, up, seed=1_000 + seed)  # the compute-matched reference
-    out["teacher+"] = {"after": float(hist.metrics["val"][-1])}
-    return out
+    three starts and the compute-matched teacher. Returns :func:`uptrain_run`'s dict without
+    ``"scratch"``; every other number is the one it returns for the same seed."""
+    return uptrain_run("uptrain", seed, scratch=False, **p)
 
 
 UPTRAIN = Experiment(
