@@ -51,7 +51,7 @@ FACTORS = (1, 2, 4, 8)  # evaluation lengths, in units of the training length T
 _MODEL = dict(d_model=48, n_layers=2, n_heads=4, seq_len=64, lr=5e-3, n_ends=96, mech_windows=8)
 #: ``cpu`` is the chapter's live run; ``long`` is where every model beats the byte bigram
 RACE_SIZES = {
-    "cpu": dict(_MODEL, batch_size=10, steps=400, curve_every=40),
+    "cpu": dict(_MODEL, batch_size=10, steps=200, curve_every=25),
     "long": dict(_MODEL, batch_size=32, steps=1600, curve_every=100),
     # full: a larger model trained longer on the same task geometry (T and the 96 scored
     # windows of the record), so the page reads the live and recorded runs on the same targets
