@@ -38,7 +38,7 @@ LRS = (3e-3, 1e-2, 3e-2)
 _RUN = dict(seq_len=64, warmup=40)
 #: ``cpu`` is a short smoke size; ``long`` is what the chapter reads
 SIZES = {
-    "cpu": dict(_RUN, steps=150, batch_size=8, curve_every=50),
+    "cpu": dict(_RUN, steps=100, batch_size=8, curve_every=50),
     "long": dict(_RUN, steps=600, batch_size=16, curve_every=50),
 }
 
