@@ -106,7 +106,7 @@ def regularisation_note(p: dict) -> str:
     kit = (f"with dropout {dropout:g}" if dropout else "with no dropout") + f", weight decay {wd:g} and no early stop"
     return (f"that recipe trains {kit}; a held-out loss that turns up after its low point is what "
             "dropout and early stopping are for, and whether a regularised run of the same model passes the "
-            "gate is not measured here, so this floor is the recipe's, not the model size's")
+            "gate is not measured here, so whether this floor is the recipe's or the model size's is open")
 
 
 def longer_training_floor(copies_gap: float | None = None) -> dict[str, Any]:
