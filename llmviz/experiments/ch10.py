@@ -38,7 +38,7 @@ _MODEL = dict(d_model=64, n_layers=3, n_heads=4, n_kv_heads=2, seq_len=64, lr=5e
               batch_size=32)
 #: ``cpu`` is what the chapter trains live; ``long`` the same recipe for 1200 steps
 SIZES = {
-    "cpu": dict(_MODEL, steps=80, curve_every=40),
+    "cpu": dict(_MODEL, steps=100, curve_every=50),
     "long": dict(_MODEL, steps=1200, curve_every=100),
 }
 
