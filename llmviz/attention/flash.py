@@ -23,7 +23,7 @@ Python loops over tiles: the point is the algorithm and what it stores, not spee
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -163,18 +163,30 @@ def flash_attention(q, k, v, *, causal: bool = False, scale: float | None = None
     return _FlashFunction.apply(q, k, v, causal, scale, block_q, block_k)
 
 
-def saved_tensor_bytes(fn: Callable[[], Any]) -> int:
+def saved_tensor_bytes(fn: Callable[[], Any], *, exclude: Iterable[torch.Tensor] = ()) -> int:
     """Bytes of the distinct tensors autograd saves for the backward pass while ``fn()`` runs.
 
-    Counted with ``torch.autograd.graph.saved_tensors_hooks``; a storage saved twice counts once.
+    Counted with ``torch.autograd.graph.saved_tensors_hooks``; a storage saved twice counts once,
+    whole (a view saved counts the storage it views). ``exclude``: tensors whose storages are not
+    counted, e.g. the parameters and the input, which a model keeps whether or not autograd saves
+    them; what is left is the memory the backward pass adds.
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    if isinstance(exclude, torch.Tensor):
+        raise TypeError("exclude must be an iterable of tensors (e.g. [x, *model.parameters()]), "
+                        "got a single tensor; wrap it in a list")
+    skip = set()
+    for t in exclude:
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"exclude must hold tensors, got {type(t).__name__}")
+        skip.add(t.untyped_storage().data_ptr())
     seen: dict[int, int] = {}
 
     def pack(t):
         st = t.untyped_storage()
-        seen[st.data_ptr()] = st.nbytes()
+        if st.data_ptr() not in skip:
+            seen[st.data_ptr()] = st.nbytes()
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):

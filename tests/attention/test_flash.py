@@ -92,6 +92,22 @@ def test_flash_attention_in_autograd_matches_the_library_and_saves_no_score_matr
     assert naive_saved >= 64 * 64 * 4 * 8  # at least one (T, S) matrix per head
 
 
+def test_saved_tensor_bytes_leaves_out_excluded_storages():
+    # y = (x * w).sum(): autograd saves x (for dL/dw) and w (for dL/dx); a view of x is x's storage
+    x = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    both = saved_tensor_bytes(lambda: (x * w).sum())
+    assert both == (15 + 5) * 8
+    assert saved_tensor_bytes(lambda: (x * w).sum(), exclude=[w]) == 15 * 8
+    assert saved_tensor_bytes(lambda: (x * w).sum(), exclude=[x[0], w]) == 0  # a view excludes its storage
+    # a product of two fresh tensors: the excluded list names other storages, nothing changes
+    assert saved_tensor_bytes(lambda: (x * w).sum(), exclude=[torch.zeros(5)]) == both
+    with pytest.raises(TypeError, match="wrap it in a list"):
+        saved_tensor_bytes(lambda: x.sum(), exclude=x)
+    with pytest.raises(TypeError, match="exclude must hold tensors, got int"):
+        saved_tensor_bytes(lambda: x.sum(), exclude=[1])
+
+
 @pytest.mark.parametrize("S,n_splits", [(100, 1), (100, 7), (100, 100), (5, 4), (64, 8)])
 @pytest.mark.parametrize("G", [8, 2, 1])
 def test_split_kv_decode_equals_sdpa(S, n_splits, G):
