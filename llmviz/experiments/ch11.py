@@ -139,7 +139,7 @@ def grad_profile(variant: str, seed: int, *, prefix: int | None = None, **p) -> 
 
 
 XIONG = Experiment(
-    "ch11_xiong", grad_profile, variants=XIONG_VARIANTS, seeds=list(range(10)),
+    "ch11_xiong", grad_profile, variants=XIONG_VARIANTS, seeds=list(range(30)),
     sizes={"cpu": dict(d_model=32, batch=4, seq_len=32), "long": dict(d_model=64, batch=16, seq_len=64)},
     prefix=1, description="chapter 11: feed-forward gradient norm per layer at init, post vs pre")
 
