@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 
 __all__ = ["ZooEntry", "ZOO", "SUB_1B", "zoo_table", "PUBLISHED", "PublishedConfig", "published_config", "BLOCKS", "SERIAL", "PARALLEL_ONE_NORM",
-           "PARALLEL_TWO_NORMS", "UNSTATED", "DERIVED_COLUMNS"]
+           "PARALLEL_TWO_NORMS", "UNSTATED", "DERIVED_COLUMNS", "borrowed_shape"]
 
 SERIAL = "serial"  # h = x + Attn(N1(x)); y = h + FFN(N2(h))
 PARALLEL_ONE_NORM = "parallel, one norm"  # y = x + Attn(N(x)) + FFN(N(x)): GPT-J, PaLM
@@ -333,6 +333,16 @@ def _pattern(e: ZooEntry) -> str:
         parts.append(f"NoPE every {e.nope_every}")
     return ", ".join(parts) or "-"
 
+
+
+def borrowed_shape(source: str) -> str | None:
+    """The model whose depth and width a row borrows, named in its ``source`` ("model not released;
+    shape of Code Llama 34B, ..." -> "Code Llama 34B"), or None for a row with its own shape."""
+    if not isinstance(source, str):
+        raise TypeError(f"source must be a zoo row's source text (str), got {type(source).__name__}")
+    if "not released" not in source or "shape of " not in source:
+        return None
+    return source.split("shape of ")[-1].split(",")[0].strip()
 
 
 def zoo_table(entries: tuple[ZooEntry, ...] | None = None):

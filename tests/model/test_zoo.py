@@ -216,3 +216,14 @@ def test_experts_without_top_k_are_refused():
     with pytest.raises(ValueError, match="give experts and experts_active together"):
         _e("X", 2025, "RMSNorm", SERIAL, "pre", "RoPE", "SwiGLU", (), 1.0, 2, 8, 2, 2,
            "nowhere in particular", experts=8)
+
+
+def test_borrowed_shape_names_the_model_a_row_borrows_from():
+    from llmviz.model.zoo import borrowed_shape
+
+    table = zoo_table()
+    got = {n: borrowed_shape(s) for n, s in zip(table["name"], table["source"]) if borrowed_shape(s)}
+    assert got == {"Llama 2 (34B)": "Code Llama 34B"}
+    assert borrowed_shape("Touvron et al. 2023b, Table 1") is None
+    with pytest.raises(TypeError, match="source must be"):
+        borrowed_shape(None)
