@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import subprocess
 import sys
 import threading
 import types
@@ -12,6 +13,7 @@ import pytest
 import torch
 
 from llmviz.evidence import run_grid, run_seeds
+from llmviz.evidence.seeds import PRELOAD
 from llmviz.evidence.strategy import STRATEGIES, check_sendable, choose_strategy
 
 LINUX = sys.platform.startswith("linux")
@@ -106,3 +108,24 @@ def test_spawn_refuses_a_function_holding_something_unpicklable():
     with pytest.raises(TypeError, match=r"cannot be sent: pickling it fails \(TypeError"):
         check_sendable(fn)
     check_sendable(_square)  # a module-level function passes
+
+
+
+_FRESH = """
+import sys
+from llmviz.evidence import run_seeds
+assert "torch._dynamo" not in sys.modules  # a fresh process: nothing imported it yet
+def seen(seed):
+    return {"dynamo": float("torch._dynamo" in sys.modules)}
+runs = run_seeds(seen, range(2), processes=2, strategy="fork")
+print(runs.strategy, [runs[s]["dynamo"] for s in runs.seeds])
+"""
+
+
+@pytest.mark.skipif(not LINUX, reason="fork is chosen on Linux only")
+def test_fork_workers_inherit_the_lazily_imported_modules(cpu_only):
+    # torch's optimisers import torch._dynamo on first use; forked workers that had to import it
+    # themselves would pay about a second on every pool. The parent imports it before forking.
+    assert "torch._dynamo" in PRELOAD
+    out = subprocess.run([sys.executable, "-c", _FRESH], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["fork", "[1.0,", "1.0]"]
