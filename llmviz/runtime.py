@@ -105,9 +105,6 @@ class _Source:
         )
 
 
-_RENDERER = "llmviz_book"
-
-
 def in_book_build() -> bool:
     """True while the book's Sphinx build is executing this kernel (``LLMVIZ_BUILD`` is set)."""
     return bool(os.environ.get("LLMVIZ_BUILD"))
@@ -133,20 +130,43 @@ class NotebookInfo:
         )
 
 
-def _register_book_renderer() -> None:
+def _book_bundle(fig: Any) -> dict[str, str]:
+    """A plotly figure as the book's pages show it: HTML whose plotly.js the site serves itself."""
     import plotly.io as pio
-    from plotly.io.base_renderers import MimetypeRenderer
 
-    class _BookHTML(MimetypeRenderer):
-        def to_mimebundle(self, fig_dict):
-            html = pio.to_html(
-                fig_dict, include_plotlyjs=False, full_html=False, validate=False,
-                config={"displaylogo": False, "responsive": True},
-            )
-            return {"text/html": html}
+    html = pio.to_html(fig, include_plotlyjs=False, full_html=False, validate=False,
+                       config={"displaylogo": False, "responsive": True})
+    return {"text/html": html}
 
-    pio.renderers[_RENDERER] = _BookHTML()
-    pio.renderers.default = _RENDERER
+
+def _show_book_figure(fig: Any, *args: Any, **kwargs: Any) -> None:
+    """Display ``fig`` as :func:`_book_bundle` (plotly's ``show``, while the book builds)."""
+    from IPython.display import publish_display_data
+
+    publish_display_data(_book_bundle(fig))
+    return None
+
+
+def _register_book_renderer() -> None:
+    """While the book builds, every plotly figure a cell shows (as its value, with ``display``
+    or with ``fig.show()``) becomes :func:`_book_bundle`.
+
+    The figure type is registered with the kernel's display formatter and ``show`` is routed to
+    it, rather than a renderer being added to plotly's registry: importing that registry imports
+    nbformat and, through it, jsonschema, which builds an IRI grammar on import (about 1.5 s per
+    chapter, half a minute over the book). Outside an IPython kernel there is nothing to show.
+    """
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - the book's kernels have IPython
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+    from plotly.basedatatypes import BaseFigure
+
+    shell.display_formatter.ipython_display_formatter.for_type(BaseFigure, _show_book_figure)
+    BaseFigure.show = _show_book_figure
 
 
 def setup_notebook(seed: int = 0, *, cpu_threads: int | None = 1) -> NotebookInfo:
