@@ -105,6 +105,11 @@ class _Source:
         )
 
 
+#: The name the book build once registered its plotly renderer under (kept: module-level constants
+#: are part of the recorded runs' code fingerprints).
+_RENDERER = "llmviz_book"
+
+
 def in_book_build() -> bool:
     """True while the book's Sphinx build is executing this kernel (``LLMVIZ_BUILD`` is set)."""
     return bool(os.environ.get("LLMVIZ_BUILD"))
