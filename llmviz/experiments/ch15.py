@@ -86,6 +86,19 @@ def val_loss(model, seq_len: int) -> float:
     return torch.nn.functional.cross_entropy(logits.flatten(0, 1), windows[:, 1:].flatten()).item()
 
 
+def window_losses(model, seq_len: int) -> torch.Tensor:
+    """The targets of :func:`val_loss` scored window by window: the mean loss (nats/byte) of each
+    window of :func:`val_windows`, shape ``(N,)`` on the CPU (their mean is :func:`val_loss`)."""
+    windows = val_windows(seq_len).to(next(model.parameters()).device)
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        logits = model(windows[:, :-1]).logits.float()
+    model.train(was_training)
+    nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), windows[:, 1:], reduction="none")
+    return nll.mean(1).cpu()
+
+
 def train_llama(seed: int, p: dict, prefix: int | None = None):
     """Train the chapter's model with ``seed`` at size ``p``.
 
@@ -118,11 +131,16 @@ def train_llama(seed: int, p: dict, prefix: int | None = None):
 
 def llama(variant: str, seed: int, *, prefix: int | None = None, **p) -> dict:
     """One seed of the small Llama at size ``p``: ``curve`` (held-out loss from step 0, every
-    ``curve_every`` steps) and ``val_loss`` (the last point, nats/byte)."""
+    ``curve_every`` steps), ``val_loss`` (the last point, nats/byte) and, after a whole run,
+    ``window_loss`` (the last model's loss on each held-out window, :func:`window_losses`: what
+    lets a page split the windows that occur verbatim in the training text from the rest)."""
     if variant != "llama":
         raise ValueError(f"unknown variant {variant!r}; ch15_llama has one variant, 'llama'")
-    _, _, curve = train_llama(seed, p, prefix)
-    return {"curve": curve, "val_loss": curve[-1]}
+    model, _, curve = train_llama(seed, p, prefix)
+    out = {"curve": curve, "val_loss": curve[-1]}
+    if prefix is None:
+        out["window_loss"] = window_losses(model, p["seq_len"]).tolist()
+    return out
 
 
 LLAMA = Experiment("ch15_llama", llama, variants=["llama"], seeds=[0, 1, 2], sizes=SIZES,

@@ -120,3 +120,41 @@ def test_gate_duplication_rejects_a_gate_of_another_window():
     gate = ch10.strongest_ngram(64)
     with pytest.raises(ValueError, match="pass the seq_len"):
         ch10_analysis.gate_duplication(32, gate)
+
+
+def test_last_step_split_reads_per_window_losses_and_refuses_a_mismatch():
+    from types import SimpleNamespace
+
+    from llmviz.evidence import Runs
+
+    is_dup = torch.tensor([True, False, False, True])
+    runs = Runs({0: {"llama": {"window_loss": [1.0, 2.0, 4.0, 3.0]}},
+                 1: {"llama": {"window_loss": [0.5, 1.0, 1.0, 0.5]}}})
+    split = ch10_analysis._last_step_split(SimpleNamespace(runs=runs), is_dup)
+    assert split == {"dup": [2.0, 0.5], "clean": [3.0, 1.0]}
+    # a record made before it kept per-window losses: nothing to split
+    old = Runs({0: {"llama": {"val_loss": 1.0}}})
+    assert ch10_analysis._last_step_split(SimpleNamespace(runs=old), is_dup) is None
+    with pytest.raises(ValueError, match="must be the same"):
+        ch10_analysis._last_step_split(SimpleNamespace(runs=runs), is_dup[:3])
+
+
+def test_longer_training_floor_splits_the_records_last_step_when_it_can():
+    from llmviz.experiments import ch15
+
+    rec = ch15.LLAMA.record("long")
+    floor = ch10_analysis.longer_training_floor()
+    try:
+        windows = rec.runs.curves("llama", "window_loss")
+    except KeyError:
+        assert floor["last"] is None and "keeps one loss per run" in floor["text"]
+        return
+    dup = floor["dup"]
+    share = dup["n_dup"] / dup["n"]
+    # equal-sized windows: the copied and clean parts average back to the record's last loss
+    for seed_loss, d, c, w in zip(rec.runs.values("llama", "val_loss"), floor["last"]["dup"],
+                                  floor["last"]["clean"], windows):
+        assert len(w) == dup["n"]
+        assert share * d + (1 - share) * c == pytest.approx(seed_loss, abs=1e-5)
+        assert f"{c:.3f}" in floor["text"] and f"{d:.3f}" in floor["text"]
+    assert "last model's loss per window" in floor["text"]

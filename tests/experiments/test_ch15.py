@@ -56,6 +56,23 @@ def test_prefix_reproduces_the_start_of_the_curve():
     assert full["val_loss"] == full["curve"][-1]
     part = ch15.llama("llama", 1, prefix=2, **TINY)
     assert part["curve"] == pytest.approx(full["curve"][:2], rel=1e-5)
+    # a whole run also keeps its last model's loss per held-out window; a prefix only the curve
+    assert len(full["window_loss"]) == len(ch15.val_windows(TINY["seq_len"])) and "window_loss" not in part
+    assert sum(full["window_loss"]) / len(full["window_loss"]) == pytest.approx(full["val_loss"], rel=1e-5)
+
+
+def test_window_losses_are_val_loss_window_by_window():
+    torch.manual_seed(0)
+    model = DecoderLM(ch15.config_for(TINY)).eval()
+    W = TINY["seq_len"]
+    per = ch15.window_losses(model, W)
+    windows = ch15.val_windows(W)
+    assert per.shape == (len(windows),) and per.device.type == "cpu"
+    k = len(windows) // 2  # one window on its own: its targets, read from its own first byte
+    with torch.no_grad():
+        alone = torch.nn.functional.cross_entropy(model(windows[k:k + 1, :-1]).logits[0], windows[k, 1:])
+    assert float(per[k]) == pytest.approx(float(alone), rel=1e-5)
+    assert float(per.mean()) == pytest.approx(ch15.val_loss(model, W), rel=1e-5)
 
 
 def test_bad_input_names_the_fix():
