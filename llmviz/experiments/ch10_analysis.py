@@ -17,7 +17,7 @@ from typing import Any
 from ..evidence import Check, Claim, beats_baseline, can_detect, paired
 from . import ch10
 
-__all__ = ["MARGIN", "norm_diff", "norm_checks", "norm_power", "norm_claims", "gate_duplication", "longer_training_floor",
+__all__ = ["MARGIN", "norm_diff", "norm_checks", "norm_power", "norm_claims", "gate_duplication", "last_step_split", "longer_training_floor",
            "regularisation_note"]
 
 #: nats/byte: the largest held-out difference still read as "trains as well". A choice made
@@ -109,7 +109,7 @@ def regularisation_note(p: dict) -> str:
             "gate is not measured here, so whether this floor is the recipe's or the model size's is open")
 
 
-def _last_step_split(rec: Any, is_dup: Any) -> dict[str, list[float]] | None:
+def last_step_split(rec: Any, is_dup: Any) -> dict[str, list[float]] | None:
     """Per seed, the last model's mean loss on the copied windows (``dup``) and on the rest
     (``clean``), from a ``ch15_llama`` record that keeps ``window_loss``; None for one that does not."""
     import torch
@@ -164,7 +164,7 @@ def longer_training_floor(copies_gap: float | None = None) -> dict[str, Any]:
     # the copied windows above which a seed's loss on the clean ones is below the n-gram's clean loss
     n, k = dup["n"], dup["n_dup"]
     break_even = [(n * x - (n - k) * dup["clean"]) / k for x in lows]
-    last = _last_step_split(rec, split["is_dup"])
+    last = last_step_split(rec, split["is_dup"])
     last_gaps = "" if last is None else ", ".join(f"{x - dup['clean']:+.3f}" for x in last["clean"])
     head = (f"the book's longest-trained record, ch15_llama (width {p['d_model']}, {p['n_layers']} layers, "
             f"{p['steps']} steps, {passes:.1f} passes over the training text), bottoms out at "
