@@ -35,6 +35,8 @@ OPEN_TIMEOUT_MS = 120_000
 START_RUN_TIMEOUT_MS = 30_000
 #: After Run All has finished, how long its last outputs (widgets, figures) may take to show.
 SETTLE_MS = 30_000
+#: How long a failed run's state may take to settle after the error shows (queued cells unmarked).
+ERROR_SETTLE_MS = 5_000
 #: Any other Playwright call (a click, a key press, reading an element).
 ACTION_TIMEOUT_MS = 30_000
 #: How long the kernel's connection may be down (JupyterLab reconnects it) before a run fails.
@@ -308,6 +310,14 @@ class LiveRun:
             if "cells" not in s:
                 self.fail(f"waiting for {what}: the notebook's panel cannot be read", s)
             if s["errors"]:
+                # The error output reaches the page before JupyterLab clears the queued cells'
+                # running marks (the execute reply comes after it): wait briefly for those, so
+                # the message says what did not run instead of a moment's snapshot.
+                settle = now + ERROR_SETTLE_MS / 1000
+                while s.get("running") and time.monotonic() < settle:
+                    self.page.wait_for_timeout(100)
+                    again = self.state()
+                    s = again if "cells" in again else s
                 self.fail(f"waiting for {what}: a cell raised, so Run All stopped there", s)
             if s["kernel"].split(",")[0] in ("dead", "restarting", "autorestarting", "terminating"):
                 self.fail(f"waiting for {what}: the notebook's kernel is {s['kernel']}", s)
