@@ -52,6 +52,9 @@ _TREES: dict[tuple[str, int], tuple[tuple[int, int], ast.Module, dict[str, str |
 _PATHS: dict[str, Path | None] = {}
 
 
+_UNBOUND = object()
+
+
 class CodeTracer:
     """Collect the functions executed under ``roots`` while the ``with`` block runs.
 
@@ -85,10 +88,14 @@ class CodeTracer:
             if self._inside(filename):
                 self._files.setdefault(filename, set()).add(code.co_qualname)
         elif "self" in code.co_varnames:  # generated: a dataclass's __init__, __eq__, ...
-            module = sys.modules.get(type(frame.f_locals["self"]).__module__)
-            path = getattr(module, "__file__", None)
-            if path and self._inside(path):
-                self._touched.add(module.__name__)
+            # ``self`` may be a plain local not bound yet at the call (Python 3.12's frozen
+            # importlib has ``self = super().__new__(...)`` in a ``__new__``): nothing to read.
+            owner = frame.f_locals.get("self", _UNBOUND)
+            if owner is not _UNBOUND:
+                module = sys.modules.get(type(owner).__module__)
+                path = getattr(module, "__file__", None)
+                if path and self._inside(path):
+                    self._touched.add(module.__name__)
         return local
 
     def __enter__(self) -> CodeTracer:
