@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from llmviz.evidence.records._fingerprint import CodeTracer
 
 from .test_records import ROOT
@@ -35,3 +37,33 @@ def test_tracer_still_attributes_a_dataclass_method_to_its_module():
     with CodeTracer([ROOT]) as tracer:
         BlockModules(None, None, None, None)
     assert "llmviz.model.parts" in tracer.functions
+
+
+def test_another_librarys_code_in_a_fingerprint_is_not_compared():
+    """torch's source differs between torch versions; a record that ran some of it is not stale
+    on a reader's other torch (its version is in the record's meta). The book's code still is."""
+    from llmviz.evidence.records._fingerprint import changes
+
+    stored = {"version": 2,
+              "modules": {"torch.utils._pytree": "0" * 16, "llmviz.runtime": "0" * 16},
+              "functions": {"torch.utils._pytree:tree_flatten": "0" * 16,
+                            "llmviz.runtime:device": "0" * 16}}
+    assert changes(stored) == ["module-level code of llmviz.runtime changed",
+                               "llmviz.runtime:device changed"]
+
+
+def test_a_wrapped_experiment_function_roots_in_its_own_folder():
+    """``@torch.no_grad()`` wraps the function in torch's decorator; the fingerprint's roots are
+    the function's own folder (once they were torch/utils, and torch's files were hashed)."""
+    import torch
+
+    from llmviz.evidence.records import Experiment
+
+    @torch.no_grad()
+    def fn(variant, seed, *, steps):
+        return {"x": 1.0}
+
+    exp = Experiment("wrapped", fn, variants=["a"], seeds=[0, 1, 2],
+                     sizes={"cpu": {"steps": 1}, "long": {"steps": 2}})
+    assert Path(__file__).resolve().parent in exp.roots()
+    assert not any("torch" in r.parts for r in exp.roots())

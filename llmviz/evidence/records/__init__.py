@@ -195,7 +195,7 @@ class Experiment:
 
     def roots(self) -> list[Path]:
         """The folders whose code the fingerprint covers: llmviz and the experiment's own."""
-        own = Path(inspect.getfile(self.fn)).resolve().parent
+        own = Path(inspect.getfile(inspect.unwrap(self.fn))).resolve().parent  # not a decorator's file
         return [PACKAGE_DIR, own]
 
     def produce(self, size: str, *, processes: int | None = None) -> Record:

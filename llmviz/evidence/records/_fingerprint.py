@@ -318,6 +318,20 @@ def stored_functions(stored: dict[str, Any]) -> dict[str, list[str]]:
     return out
 
 
+def _installed_library(module: str) -> bool:
+    """Whether ``module`` is another installed library's (torch's, say), not the book's code.
+
+    Such code is not compared: its version is in the record's meta, and a reader with another
+    torch would otherwise see every record that once ran a line of it called stale. (A record
+    whose experiment function was wrapped, by ``torch.no_grad()`` for one, once took the
+    wrapper's folder in torch for its own and fingerprinted torch's files there.)
+    """
+    if module.split(".")[0] == "llmviz":
+        return False
+    path = module_of(module)
+    return path is not None and any(part in ("site-packages", "dist-packages") for part in path.parts)
+
+
 def changes(stored: dict[str, Any], source: Source | None = None) -> list[str]:
     """What changed since ``stored`` (a :func:`fingerprint`) was taken: one phrase per change,
     re-hashed by the rule ``stored`` was taken with (no ``"version"``: version 1), from the
@@ -325,6 +339,8 @@ def changes(stored: dict[str, Any], source: Source | None = None) -> list[str]:
     version = stored.get("version", 1)
     out = []
     for module, digest in sorted(stored.get("modules", {}).items()):
+        if _installed_library(module):
+            continue
         now = _hash(module, None, version, source)
         if now is None:
             out.append(f"module {module} no longer exists")
@@ -332,6 +348,8 @@ def changes(stored: dict[str, Any], source: Source | None = None) -> list[str]:
             out.append(f"module-level code of {module} changed")
     for key, digest in sorted(stored.get("functions", {}).items()):
         module, name = key.split(":", 1)
+        if _installed_library(module):
+            continue
         now = _hash(module, name, version, source)
         if now is None:
             out.append(f"{key} no longer exists")
