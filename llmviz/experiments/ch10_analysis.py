@@ -111,8 +111,13 @@ def regularisation_note(p: dict) -> str:
 
 def last_step_split(rec: Any, is_dup: Any) -> dict[str, list[float]] | None:
     """Per seed, the last model's mean loss on the copied windows (``dup``) and on the rest
-    (``clean``), from a ``ch15_llama`` record that keeps ``window_loss``; None for one that does not."""
+    (``clean``), from a ``ch15_llama`` record that keeps ``window_loss``; None for one that does not,
+    and on a Python whose corpus text is not the record's (its windows are other text: see
+    :meth:`~llmviz.evidence.records.Record.corpus_note`, which the record's loading warned with)."""
     import torch
+
+    if rec.corpus_note():
+        return None
 
     try:
         windows = rec.runs.curves("llama", "window_loss")

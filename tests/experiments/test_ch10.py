@@ -130,13 +130,16 @@ def testlast_step_split_reads_per_window_losses_and_refuses_a_mismatch():
     is_dup = torch.tensor([True, False, False, True])
     runs = Runs({0: {"llama": {"window_loss": [1.0, 2.0, 4.0, 3.0]}},
                  1: {"llama": {"window_loss": [0.5, 1.0, 1.0, 0.5]}}})
-    split = ch10_analysis.last_step_split(SimpleNamespace(runs=runs), is_dup)
+    split = ch10_analysis.last_step_split(SimpleNamespace(runs=runs, corpus_note=lambda: None), is_dup)
     assert split == {"dup": [2.0, 0.5], "clean": [3.0, 1.0]}
     # a record made before it kept per-window losses: nothing to split
     old = Runs({0: {"llama": {"val_loss": 1.0}}})
-    assert ch10_analysis.last_step_split(SimpleNamespace(runs=old), is_dup) is None
+    assert ch10_analysis.last_step_split(SimpleNamespace(runs=old, corpus_note=lambda: None), is_dup) is None
     with pytest.raises(ValueError, match="must be the same"):
-        ch10_analysis.last_step_split(SimpleNamespace(runs=runs), is_dup[:3])
+        ch10_analysis.last_step_split(SimpleNamespace(runs=runs, corpus_note=lambda: None), is_dup[:3])
+    # trained on another Python's corpus text: its windows are other text, so no split at all
+    other = SimpleNamespace(runs=runs, corpus_note=lambda: "trained on Python 3.11.7's text")
+    assert ch10_analysis.last_step_split(other, is_dup[:3]) is None
 
 
 def test_longer_training_floor_splits_the_records_last_step_when_it_can():

@@ -1,4 +1,4 @@
-"""``python -m llmviz.evidence.records list | check | run NAME [--size long|full] | refingerprint``.
+"""``python -m llmviz.evidence.records list | check | run NAME [--size long|full] | refingerprint | stamp-corpus``.
 
 * ``list``: every experiment, its sizes, and the state of each record (fresh, stale, missing).
 * ``check [NAME ...]``: every existing record must be fresh (see ``Record.stale``) and its
@@ -11,6 +11,9 @@
   fingerprint rule it was made with to the current rule (only its ``code`` changes; see
   :mod:`llmviz.evidence.records._migrate`); exits 1 naming each record it refused (stale under
   its own rule), 0 otherwise.
+* ``stamp-corpus [NAME ...]``: write into records made before meta held them the digests of the
+  corpus text they were trained on (Python ships it, so it is the text of the Python version
+  that made them); refused on another Python version.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import argparse
 import sys
 
 from . import SIZES, Experiment, experiments, records_dir
-from ._migrate import refingerprint
+from ._migrate import refingerprint, stamp_corpus
 
 __all__ = ["main"]
 
@@ -100,14 +103,14 @@ def _check(selected: dict[str, Experiment], reproduce: bool) -> int:
     return 1 if failures else 0
 
 
-def _refingerprint(selected: dict[str, Experiment], at: str | None) -> int:
+def _refingerprint(selected: dict[str, Experiment], at: str | None, stamp: bool = False) -> int:
     refused, done = [], 0
     for name, exp in selected.items():
         for size in (s for s in SIZES if s != "cpu" and s in exp.sizes):
             if not exp.path(size).exists():
                 continue
             try:
-                what = refingerprint(exp.record(size), at)
+                what = stamp_corpus(exp.record(size)) if stamp else refingerprint(exp.record(size), at)
             except (ValueError, TypeError, OSError) as err:
                 refused.append(f"REFUSED {name}.{size}: {err}")
                 continue
@@ -142,6 +145,10 @@ def main(argv: list[str] | None = None) -> int:
     refp.add_argument("names", nargs="*", help="experiments (default: all)")
     refp.add_argument("--at", default=None, metavar="REVISION",
                       help="read the code at this git revision (the record's commit)")
+    stamp = sub.add_parser("stamp-corpus",
+                           help="write the corpus digests into records made before meta held them "
+                                "(on the Python version that made them)")
+    stamp.add_argument("names", nargs="*", help="experiments (default: all)")
     run = sub.add_parser("run", help="run an experiment and write its record")
     run.add_argument("name")
     run.add_argument("--size", choices=[s for s in SIZES if s != "cpu"], default="long")
@@ -157,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
         return _check(selected, reproduce=not args.no_reproduce)
     if args.command == "refingerprint":
         return _refingerprint(selected, args.at)
+    if args.command == "stamp-corpus":
+        return _refingerprint(selected, None, stamp=True)
     exp = selected[args.name]
     if args.size not in exp.sizes:
         print(f"{exp.name} has no size {args.size!r}; it defines {list(exp.sizes)}",

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
+import hashlib
 import json
 import os
 import platform
@@ -17,7 +19,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["PACKAGE_DIR", "RECORDING_ENV", "recording", "run_meta", "label", "dumps"]
+__all__ = ["PACKAGE_DIR", "RECORDING_ENV", "recording", "run_meta", "label", "dumps", "corpus_digests"]
 
 #: Set to ``"<name>.<size>"`` while a record is produced or its prefix re-run: code that
 #: caches work across runs (a trained model on disk) must not read the cache then, since a
@@ -57,6 +59,21 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
+#: The corpora the chapters train on. They ship with Python (its help texts and standard-library
+#: source), so their text is Python's version's: a record trained on one Python's text paired with
+#: a baseline computed on another's would pair different text.
+CORPORA = ("prose", "python")
+
+
+@functools.lru_cache(maxsize=1)
+def corpus_digests() -> dict[str, str]:
+    """``corpus name -> sha256 (16 hex digits)`` of its whole text on this Python."""
+    from ...training.data import load_corpus
+
+    return {name: hashlib.sha256(load_corpus(name, max_chars=None).encode("utf-8")).hexdigest()[:16]
+            for name in CORPORA}
+
+
 def run_meta(size: str, runs: Any, wall_s: float, processes: int | None, jobs: int) -> dict:
     """The run's circumstances, JSON-ready."""
     import llmviz
@@ -82,6 +99,7 @@ def run_meta(size: str, runs: Any, wall_s: float, processes: int | None, jobs: i
         "torch": torch.__version__,
         "python": platform.python_version(),
         "platform": sys.platform,
+        "corpus": corpus_digests(),
     }
 
 

@@ -18,10 +18,10 @@ import subprocess
 from typing import Any
 
 from ._fingerprint import VERSION, Source, fingerprint, module_of, stored_functions
-from ._meta import PACKAGE_DIR, dumps
+from ._meta import PACKAGE_DIR, corpus_digests, dumps
 from ._record import Record
 
-__all__ = ["refingerprint", "git_source"]
+__all__ = ["refingerprint", "git_source", "stamp_corpus"]
 
 
 def _git(*args: str) -> subprocess.CompletedProcess:
@@ -85,3 +85,29 @@ def refingerprint(record: Record, at: str | None = None) -> str:
     moved = sum(new["functions"][k] != v for k, v in stored["functions"].items())
     return (f"rule {version} -> {VERSION} ({where}): {moved} of {len(new['functions'])} function "
             "hashes changed (they hold refusals the new rule leaves out)")
+
+
+def stamp_corpus(record: Record) -> str:
+    """Write into ``record``'s meta the digests of the corpus text it was trained on (records made
+    before meta held them), computed here: only on the Python version the record was made with,
+    whose corpora are that text. Returns what was done; nothing else in the file changes."""
+    import platform
+
+    if not isinstance(record, Record):
+        raise TypeError(f"record must be a Record, got {type(record).__name__}")
+    made, here = record.meta.get("python"), platform.python_version()
+    if made != here:
+        raise ValueError(f"{record.path.name} was made on Python {made}, this is Python {here}: its "
+                         f"corpus text can be read only on Python {made}; run stamp-corpus there")
+    digests = corpus_digests()
+    if record.meta.get("corpus") == digests:
+        return "already stamped"
+    if record.meta.get("corpus"):
+        raise ValueError(f"{record.path.name} names other corpus digests ({record.meta['corpus']}) than "
+                         f"this Python {here}'s ({digests}); it is left as it is")
+    data = json.loads(record.path.read_text())
+    data["meta"]["corpus"] = digests
+    tmp = record.path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(dumps(data))
+    tmp.replace(record.path)
+    return f"stamped with Python {here}'s corpus digests"

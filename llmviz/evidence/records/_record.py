@@ -3,20 +3,26 @@ whether it is stale, its label, and the prefix check that it reproduces."""
 
 from __future__ import annotations
 
+import platform
 from pathlib import Path
 from typing import Any
 
 from ..._checks import check_choice
 from ..seeds import Runs, run_grid
 from ._fingerprint import changes
-from ._meta import label, recording
+from ._meta import corpus_digests, label, recording
 
-__all__ = ["Record", "FORMAT", "CROSS_DEVICE_RTOL"]
+__all__ = ["Record", "FORMAT", "CROSS_DEVICE_RTOL", "CorpusWarning"]
 
 #: The record layout's version.
 FORMAT = 1
 #: Tolerance of the prefix check when the record was made on another device type.
 CROSS_DEVICE_RTOL = 0.05
+
+
+class CorpusWarning(UserWarning):
+    """A record was trained on another Python's corpus text than this kernel's (see
+    :meth:`Record.corpus_note`)."""
 
 
 class Record:
@@ -51,6 +57,29 @@ class Record:
 
     def __repr__(self) -> str:
         return f"Record({self.experiment.name!r}, {self.label!r})"
+
+    def corpus_note(self) -> str | None:
+        """None when this Python's corpora are the text the record was trained on (or the record
+        read none, or does not say); else a sentence naming both Pythons and what it means for the page.
+
+        The corpora ship with Python, so another Python version (Colab's, say) has other text:
+        the record's own numbers stand, but a baseline computed here (an n-gram gate, a
+        shortcut) is on other text than the record's models saw, and pairing the two is invalid.
+        """
+        made = self.meta.get("corpus")
+        functions = self.data.get("code", {}).get("functions", {})
+        if not made or "llmviz.training.data:_corpus" not in functions:  # it read no corpus
+            return None
+        here = corpus_digests()
+        differ = [name for name in sorted(made) if here.get(name) != made[name]]
+        if not differ:
+            return None
+        return (f"the {self.size} record of {self.experiment.name} was trained on the "
+                f"{' and '.join(differ)} text that Python {self.meta.get('python', '?')} ships; this "
+                f"Python ({platform.python_version()}) ships other text, so a comparison of this record "
+                "with a baseline computed here (an n-gram gate, a shortcut) pairs different text and "
+                "does not decide anything: read those on the published book, or run on Python "
+                f"{self.meta.get('python', '?')}. The record's own numbers stand as recorded.")
 
     @property
     def refresh_command(self) -> str:
