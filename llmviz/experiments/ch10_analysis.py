@@ -186,7 +186,9 @@ def longer_training_floor(copies_gap: float | None = None) -> dict[str, Any]:
                 + f". Part of that margin is the held-out windows that occur verbatim in the training text "
                   f"({dup['n_dup']} of {dup['n']}): the n-gram scores {dup['dup']:.3f} on them against "
                   f"{dup['clean']:.3f} on the rest, and {share}. "
-                + (f"The record keeps one loss per run, so whether training longer passes the gate on the "
+                + ("This Python's corpus text is not the text the record was trained on (the record's "
+                   "loading warned), so none of this pairs like with like here; " if last is None and rec.corpus_note() else
+                   f"The record keeps one loss per run, so whether training longer passes the gate on the "
                    "windows with no copy is not measured here; " if last is None else
                    "The record keeps its last model's loss per window, not its lowest point's, so whether "
                    "training longer passes the gate on the windows with no copy is not measured here. At the "
