@@ -67,3 +67,23 @@ def test_a_wrapped_experiment_function_roots_in_its_own_folder():
                      sizes={"cpu": {"steps": 1}, "long": {"steps": 2}})
     assert Path(__file__).resolve().parent in exp.roots()
     assert not any("torch" in r.parts for r in exp.roots())
+
+
+def test_hashes_read_a_tree_as_python_311_prints_it():
+    """Python 3.12 gives every function an empty ``type_params`` and (3.12.1) ends a nested
+    f-string format spec with an empty string constant; 3.13 omits empty fields from
+    ``ast.dump``. None of it changes the code, and none of it changes the hash (on 3.12 every
+    record once read as stale)."""
+    import ast
+
+    from llmviz.evidence.records._fingerprint import _digest
+
+    src = "def f(x, w):\n    return f'{x:{w}.3f}'\n"
+    plain = ast.parse(src).body[0]
+    later = ast.parse(src).body[0]
+    later.type_params = []
+    spec = later.body[0].value.values[0].format_spec
+    spec.values.append(ast.Constant(value=""))
+    assert _digest([later]) == _digest([plain])
+    other = ast.parse(src.replace(".3f", ".4f")).body[0]
+    assert _digest([other]) != _digest([plain])  # a real change still shows

@@ -200,8 +200,27 @@ def _defs_named(node: ast.AST, name: str) -> list[ast.AST]:
     return found
 
 
+#: ``ast.dump``'s options that print a tree as Python 3.11 does (3.13 omits empty fields unless asked).
+_DUMP_OPTIONS: dict[str, Any] = {"show_empty": True} if sys.version_info >= (3, 13) else {}
+
+
+def _dump(node: ast.AST) -> str:
+    """``ast.dump(node)`` as Python 3.11 prints it, on any later Python, so that a record's hashes
+    do not change with the reader's Python (they did: on 3.12 every record read as stale). 3.12
+    gave every function and class a ``type_params`` field, empty unless it has type parameters,
+    which 3.11 code cannot have; an empty one is dropped (from the parsed tree, which is ours).
+    Early 3.12 releases also end a nested f-string format spec with an empty string constant,
+    which says nothing; those are dropped too."""
+    for sub in ast.walk(node):
+        if getattr(sub, "type_params", None) == []:
+            del sub.type_params
+        if isinstance(sub, ast.JoinedStr):
+            sub.values = [v for v in sub.values if not (isinstance(v, ast.Constant) and v.value == "")]
+    return ast.dump(node, **_DUMP_OPTIONS)
+
+
 def _digest(nodes: list[ast.AST]) -> str:
-    text = "\n".join(ast.dump(n) for n in nodes)
+    text = "\n".join(_dump(n) for n in nodes)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
