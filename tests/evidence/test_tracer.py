@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from llmviz.evidence.records._fingerprint import CodeTracer
+from llmviz.evidence.records._tracer import CodeTracer
 
 from .test_records import ROOT
 
