@@ -44,7 +44,6 @@ from __future__ import annotations
 import functools
 import importlib
 import multiprocessing as mp
-import os
 import sys
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -55,9 +54,9 @@ import torch
 from .._checks import check_positive_int
 from ..runtime import threads
 from .stats import Estimate, summarize
-from .strategy import check_sendable, choose_strategy
+from .strategy import check_sendable, choose_strategy, pool_size
 
-__all__ = ["run_seeds", "run_grid", "Runs"]
+__all__ = ["run_seeds", "run_grid", "Runs", "pool_size"]
 
 #: The function the workers run (inherited through fork, or unpickled once per spawned worker).
 _WORK: Callable[[int], Any] | None = None
@@ -115,13 +114,6 @@ def _call(seed: int) -> tuple[str, Any]:
         return "ok", _flatten(_WORK(seed), seed)
     except BaseException:  # sent back: the parent raises it with the seed named
         return "error", traceback.format_exc()
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
 
 
 class Runs:
@@ -223,7 +215,8 @@ def run_seeds(
             ``{variant: {name: number}}`` (numbers may be one-element tensors).
         seeds: distinct ints, e.g. ``range(3)``.
         processes: worker processes; ``None`` uses one per available core (at most one per
-            seed); ``1`` runs serially in this process.
+            seed; see :func:`pool_size` for when it uses one per seed); ``1`` runs serially in
+            this process.
         strategy: ``"auto"`` (fork on a CPU-only Linux machine, serial when a GPU is
             present), ``"fork"``, ``"spawn"`` (``fn`` must be importable from a module) or
             ``"serial"``; see the module's notes.
@@ -246,7 +239,7 @@ def run_seeds(
     how = choose_strategy(len(seeds), processes, strategy)
     if how == "spawn":
         check_sendable(fn)
-    return _run(fn, seeds, min(len(seeds), processes or _cores()), how)
+    return _run(fn, seeds, pool_size(len(seeds), processes), how)
 
 
 #: Modules a training run imports lazily on first use and forked workers would otherwise each
@@ -336,6 +329,6 @@ def run_grid(
     if how == "spawn":
         check_sendable(fn, "run_grid")
     job = functools.partial(_grid_job, fn, jobs)  # picklable whenever fn is
-    parts = _run(job, list(range(len(jobs))), min(len(jobs), processes or _cores()), how)
+    parts = _run(job, list(range(len(jobs))), pool_size(len(jobs), processes), how)
     results = {s: {v: parts[k] for k, (v, s2) in enumerate(jobs) if s2 == s} for s in seeds}
     return Runs(results, strategy=parts.strategy)

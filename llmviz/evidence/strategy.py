@@ -9,6 +9,7 @@ when CUDA or MPS is present; the reasons are in :mod:`llmviz.evidence.seeds`);
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import pickle
 import sys
 from typing import Any
@@ -17,7 +18,7 @@ import torch
 
 from .._checks import check_positive_int
 
-__all__ = ["STRATEGIES", "choose_strategy", "check_sendable"]
+__all__ = ["STRATEGIES", "choose_strategy", "check_sendable", "pool_size"]
 
 #: The ways :func:`~llmviz.evidence.run_seeds` can run the seeds; ``"auto"`` picks one.
 STRATEGIES = ("auto", "fork", "spawn", "serial")
@@ -93,3 +94,25 @@ def check_sendable(fn: Any, where: str = "run_seeds") -> None:
             "module (next to the notebook, imported from it) and pass that function, or let "
             "the seeds run in this process with strategy='serial' (what 'auto' does on a GPU)"
         )
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def pool_size(n_jobs: int, processes: int | None = None) -> int:
+    """How many worker processes run ``n_jobs`` jobs: ``processes`` if given (at most one per
+    job); else one per core, or one per job when the jobs would leave a pool's last round
+    part-empty and number at most two per core. Three equal seeds on two cores then take about
+    0.78 of the time two processes take (two rounds, the second on one core), with the same
+    numbers; five took 0.94 (measured on this book's 2-core machine, ``benchmarks/bench_seeds.py``
+    has the set-up)."""
+    if processes is not None:
+        return min(n_jobs, processes)
+    cores = _cores()
+    if n_jobs % cores and n_jobs <= 2 * cores:
+        return n_jobs
+    return min(n_jobs, cores)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import subprocess
 import sys
 import threading
@@ -129,3 +130,37 @@ def test_fork_workers_inherit_the_lazily_imported_modules(cpu_only):
     assert "torch._dynamo" in PRELOAD
     out = subprocess.run([sys.executable, "-c", _FRESH], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["fork", "[1.0,", "1.0]"]
+
+
+@pytest.mark.parametrize("cores, jobs, asked, expected", [
+    (2, 1, None, 1), (2, 2, None, 2), (2, 3, None, 3),  # three seeds: one process each
+    (2, 4, None, 2), (2, 5, None, 2), (2, 9, None, 2),  # beyond two per core: one per core
+    (16, 18, None, 18), (16, 32, None, 16), (16, 40, None, 16),
+    (2, 3, 2, 2), (2, 3, 8, 3),  # asked for: at most one per job
+])
+def test_pool_size_fills_the_last_round(monkeypatch, cores, jobs, asked, expected):
+    from llmviz.evidence import strategy as strategy_mod
+
+    monkeypatch.setattr(strategy_mod, "_cores", lambda: cores)
+    assert strategy_mod.pool_size(jobs, asked) == expected
+
+
+def test_three_seeds_on_two_cores_run_in_three_processes_with_the_same_numbers(monkeypatch):
+    """The pool's size does not reach the numbers: each seed's run is the same in any worker."""
+    import time
+
+    from llmviz.evidence import strategy as strategy_mod
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("fork workers are Linux-only here")
+    monkeypatch.setattr(strategy_mod, "_cores", lambda: 2)
+
+    def fn(s):
+        time.sleep(0.5)  # long enough that no worker is free to take a second seed
+        return {"pid": os.getpid(), "x": float(torch.randn(3, generator=torch.Generator().manual_seed(s)).sum())}
+
+    pids = run_seeds(fn, range(3), strategy="fork")
+    assert len(set(pids.values("pid"))) == 3
+    serial = run_seeds(lambda s: {"x": float(torch.randn(3, generator=torch.Generator().manual_seed(s)).sum())},
+                       range(3), strategy="serial")
+    assert pids.values("x") == serial.values("x")

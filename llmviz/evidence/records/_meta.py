@@ -78,10 +78,11 @@ def run_meta(size: str, runs: Any, wall_s: float, processes: int | None, jobs: i
     """The run's circumstances, JSON-ready."""
     import llmviz
     from ...runtime import device
+    from ..seeds import pool_size
 
     dev = device()
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else _cpu_name()
-    workers = min(jobs, processes or _cores()) if runs.parallel else 1
+    workers = pool_size(jobs, processes) if runs.parallel else 1
     return {
         "size": size,
         "device": dev.type,
