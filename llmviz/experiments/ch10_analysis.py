@@ -113,7 +113,7 @@ def last_step_split(rec: Any, is_dup: Any) -> dict[str, list[float]] | None:
     """Per seed, the last model's mean loss on the copied windows (``dup``) and on the rest
     (``clean``), from a ``ch15_llama`` record that keeps ``window_loss``; None for one that does not,
     and on a Python whose corpus text is not the record's (its windows are other text: see
-    :meth:`~llmviz.evidence.records.Record.corpus_note`, which the record's loading warned with)."""
+    :meth:`~llmviz.evidence.records.Record.corpus_note`)."""
     import torch
 
     if rec.corpus_note():
@@ -186,8 +186,8 @@ def longer_training_floor(copies_gap: float | None = None) -> dict[str, Any]:
                 + f". Part of that margin is the held-out windows that occur verbatim in the training text "
                   f"({dup['n_dup']} of {dup['n']}): the n-gram scores {dup['dup']:.3f} on them against "
                   f"{dup['clean']:.3f} on the rest, and {share}. "
-                + ("This Python's corpus text is not the text the record was trained on (the record's "
-                   "loading warned), so none of this pairs like with like here; " if last is None and rec.corpus_note() else
+                + ("This Python's corpus text is not the text the record was trained on (the chapter's "
+                   "first cell says so), so none of this pairs like with like here; " if last is None and rec.corpus_note() else
                    f"The record keeps one loss per run, so whether training longer passes the gate on the "
                    "windows with no copy is not measured here; " if last is None else
                    "The record keeps its last model's loss per window, not its lowest point's, so whether "

@@ -45,7 +45,6 @@ import pkgutil
 import re
 import tempfile
 import time
-import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -53,7 +52,7 @@ from typing import Any
 from ..._checks import check_choice, check_positive, check_positive_int
 from ._fingerprint import CodeTracer, fingerprint
 from ._meta import PACKAGE_DIR, RECORDING_ENV, dumps, recording, run_meta
-from ._record import CROSS_DEVICE_RTOL, FORMAT, CorpusWarning, Record
+from ._record import CROSS_DEVICE_RTOL, FORMAT, Record
 from ..seeds import Runs, run_grid
 
 __all__ = [
@@ -67,11 +66,7 @@ __all__ = [
     "EXPERIMENTS_ENV",
     "RECORDING_ENV",
     "CROSS_DEVICE_RTOL",
-    "CorpusWarning",
 ]
-
-#: (experiment, size) pairs whose corpus warning this process has shown.
-_WARNED: set[tuple[str, str]] = set()
 
 SIZES = ("cpu", "long", "full")
 #: Where records are read and written (default: ``llmviz/experiments/records``).
@@ -255,12 +250,7 @@ class Experiment:
         if not path.exists():
             raise FileNotFoundError(f"no {size} record of {self.name} at {path}; create it with "
                                     f"`{self.refresh_command(size)}`")
-        rec = Record(self, json.loads(path.read_text()), path)
-        note = rec.corpus_note()
-        if note and (self.name, size) not in _WARNED:
-            _WARNED.add((self.name, size))
-            warnings.warn(note, CorpusWarning, stacklevel=2)
-        return rec
+        return Record(self, json.loads(path.read_text()), path)
 
     def records(self) -> list[Record]:
         """The records that exist, in size order."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import datetime
 import functools
-import hashlib
 import json
 import os
 import platform
@@ -59,19 +58,15 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-#: The corpora the chapters train on. They ship with Python (its help texts and standard-library
-#: source), so their text is Python's version's: a record trained on one Python's text paired with
-#: a baseline computed on another's would pair different text.
-CORPORA = ("prose", "python")
-
-
 @functools.lru_cache(maxsize=1)
 def corpus_digests() -> dict[str, str]:
-    """``corpus name -> sha256 (16 hex digits)`` of its whole text on this Python."""
-    from ...training.data import load_corpus
+    """``corpus name -> digest`` (:func:`llmviz.training.corpus_id.corpus_digest`) on this Python:
+    the text a run made here trains on. A record stores it, since a ``full`` record made on a GPU
+    machine's Python has other text than the ``long`` records made with the book's."""
+    from ...training.corpus_id import corpus_digest
+    from ...training.data import CORPORA
 
-    return {name: hashlib.sha256(load_corpus(name, max_chars=None).encode("utf-8")).hexdigest()[:16]
-            for name in CORPORA}
+    return {name: corpus_digest(name) for name in CORPORA}
 
 
 def run_meta(size: str, runs: Any, wall_s: float, processes: int | None, jobs: int) -> dict:

@@ -12,17 +12,12 @@ from ..seeds import Runs, run_grid
 from ._fingerprint import changes
 from ._meta import corpus_digests, label, recording
 
-__all__ = ["Record", "FORMAT", "CROSS_DEVICE_RTOL", "CorpusWarning"]
+__all__ = ["Record", "FORMAT", "CROSS_DEVICE_RTOL"]
 
 #: The record layout's version.
 FORMAT = 1
 #: Tolerance of the prefix check when the record was made on another device type.
 CROSS_DEVICE_RTOL = 0.05
-
-
-class CorpusWarning(UserWarning):
-    """A record was trained on another Python's corpus text than this kernel's (see
-    :meth:`Record.corpus_note`)."""
 
 
 class Record:
@@ -59,12 +54,11 @@ class Record:
         return f"Record({self.experiment.name!r}, {self.label!r})"
 
     def corpus_note(self) -> str | None:
-        """None when this Python's corpora are the text the record was trained on (or the record
-        read none, or does not say); else a sentence naming both Pythons and what it means for the page.
-
-        The corpora ship with Python, so another Python version (Colab's, say) has other text:
-        the record's own numbers stand, but a baseline computed here (an n-gram gate, a
-        shortcut) is on other text than the record's models saw, and pairing the two is invalid.
+        """None when this Python builds the corpus text the record was trained on (``meta.corpus``,
+        digests as :mod:`llmviz.training.corpus_id` takes them), or when it read no corpus or does
+        not say; else a sentence naming both Pythons. (A chapter's first cell notes a corpus that
+        differs from the book's; this is the record's own: a ``full`` record made on a GPU
+        machine's Python can have other text than the book's ``long`` records.)
         """
         made = self.meta.get("corpus")
         functions = self.data.get("code", {}).get("functions", {})
