@@ -110,7 +110,9 @@ def pool_size(n_jobs: int, processes: int | None = None) -> int:
     0.78 of the time two processes take (two rounds, the second on one core), with the same
     numbers; five took 0.94 (measured on this book's 2-core machine, ``benchmarks/bench_seeds.py``
     has the set-up)."""
+    check_positive_int(n_jobs, "n_jobs")
     if processes is not None:
+        check_positive_int(processes, "processes")
         return min(n_jobs, processes)
     cores = _cores()
     if n_jobs % cores and n_jobs <= 2 * cores:

@@ -164,3 +164,13 @@ def test_three_seeds_on_two_cores_run_in_three_processes_with_the_same_numbers(m
     serial = run_seeds(lambda s: {"x": float(torch.randn(3, generator=torch.Generator().manual_seed(s)).sum())},
                        range(3), strategy="serial")
     assert pids.values("x") == serial.values("x")
+
+
+@pytest.mark.parametrize("jobs, asked, match", [
+    (0, None, "n_jobs"), (3, 0, "processes"), (2.5, None, "n_jobs"), (3, "2", "processes"),
+])
+def test_pool_size_names_bad_input(jobs, asked, match):
+    from llmviz.evidence.strategy import pool_size
+
+    with pytest.raises((ValueError, TypeError), match=match):
+        pool_size(jobs, asked)
