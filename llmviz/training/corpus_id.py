@@ -11,13 +11,14 @@ cell, and ``python -m llmviz.evidence.records check`` prints it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import platform
 
 from .._checks import check_choice
 from .data import CORPORA, load_corpus
 
-__all__ = ["corpus_digest", "corpus_note", "BOOK_CORPORA"]
+__all__ = ["corpus_digest", "corpus_digests", "corpus_note", "BOOK_CORPORA"]
 
 #: ``name -> (digest, Python version)`` of the corpora the book's recorded runs were made on
 BOOK_CORPORA = {"prose": ("d9dc35bce5ab1a24", "3.11"), "python": ("6838b052e469df81", "3.11")}
@@ -27,6 +28,13 @@ def corpus_digest(name: str) -> str:
     """The first 16 hex digits of the SHA-256 of ``load_corpus(name)`` (UTF-8), on this Python."""
     check_choice(name, "name", CORPORA)
     return hashlib.sha256(load_corpus(name).encode("utf-8")).hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=1)
+def corpus_digests() -> dict[str, str]:
+    """``corpus name -> corpus_digest(name)`` for every corpus, on this Python: the text a run made
+    here trains on (a record stores it in ``meta.corpus``)."""
+    return {name: corpus_digest(name) for name in CORPORA}
 
 
 def corpus_note(name: str = "prose") -> str | None:

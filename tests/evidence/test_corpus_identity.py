@@ -12,7 +12,7 @@ import platform
 import pytest
 
 from llmviz.evidence.records import experiments
-from llmviz.evidence.records._meta import corpus_digests
+from llmviz.training.corpus_id import corpus_digests
 from llmviz.evidence.records._migrate import stamp_corpus
 from llmviz.training.corpus_id import BOOK_CORPORA
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import functools
 import json
 import os
 import platform
@@ -18,7 +17,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["PACKAGE_DIR", "RECORDING_ENV", "recording", "run_meta", "label", "dumps", "corpus_digests"]
+__all__ = ["PACKAGE_DIR", "RECORDING_ENV", "recording", "run_meta", "label", "dumps"]
 
 #: Set to ``"<name>.<size>"`` while a record is produced or its prefix re-run: code that
 #: caches work across runs (a trained model on disk) must not read the cache then, since a
@@ -58,22 +57,12 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-@functools.lru_cache(maxsize=1)
-def corpus_digests() -> dict[str, str]:
-    """``corpus name -> digest`` (:func:`llmviz.training.corpus_id.corpus_digest`) on this Python:
-    the text a run made here trains on. A record stores it, since a ``full`` record made on a GPU
-    machine's Python has other text than the ``long`` records made with the book's."""
-    from ...training.corpus_id import corpus_digest
-    from ...training.data import CORPORA
-
-    return {name: corpus_digest(name) for name in CORPORA}
-
-
 def run_meta(size: str, runs: Any, wall_s: float, processes: int | None, jobs: int) -> dict:
     """The run's circumstances, JSON-ready."""
     import llmviz
     from ...runtime import device
-    from ..seeds import pool_size
+    from ...training.corpus_id import corpus_digests
+    from ..strategy import pool_size
 
     dev = device()
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else _cpu_name()

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import subprocess
 from typing import Any
 
 from ._fingerprint import VERSION, Source, fingerprint, module_of, stored_functions
-from ._meta import PACKAGE_DIR, corpus_digests, dumps
+from ...training.corpus_id import corpus_digests
+from ._meta import PACKAGE_DIR, dumps
 from ._record import Record
 
 __all__ = ["refingerprint", "git_source", "stamp_corpus"]
@@ -91,8 +93,6 @@ def stamp_corpus(record: Record) -> str:
     """Write into ``record``'s meta the digests of the corpus text it was trained on (records made
     before meta held them), computed here: only on the Python version the record was made with,
     whose corpora are that text. Returns what was done; nothing else in the file changes."""
-    import platform
-
     if not isinstance(record, Record):
         raise TypeError(f"record must be a Record, got {type(record).__name__}")
     made, here = record.meta.get("python"), platform.python_version()

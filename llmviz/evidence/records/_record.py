@@ -10,7 +10,8 @@ from typing import Any
 from ..._checks import check_choice
 from ..seeds import Runs, run_grid
 from ._fingerprint import changes
-from ._meta import corpus_digests, label, recording
+from ...training.corpus_id import corpus_digests
+from ._meta import label, recording
 
 __all__ = ["Record", "FORMAT", "CROSS_DEVICE_RTOL"]
 
